@@ -1,0 +1,10 @@
+"""rlx_jax: run JAX programs on MLX and Core ML through the RLX IR."""
+from . import errors
+from .api import Compiled, Jitted, Lowered, jit
+from .backends.base import available_backends
+from .frontend.trace import trace
+
+__version__ = "0.1.0"
+
+__all__ = ["jit", "trace", "available_backends", "errors", "Jitted", "Lowered", "Compiled",
+           "__version__"]

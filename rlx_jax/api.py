@@ -1,0 +1,241 @@
+"""rlx_jax.jit: trace -> IR -> legalize -> lower -> cached executable.
+
+Cache key: (input pytree structure, leaf shapes/dtypes/weak types, static argument values);
+the backend and options are fixed per Jitted object. A repeated call does no tracing.
+"""
+import functools
+import inspect
+import threading
+import time
+
+import jax
+import numpy as np
+
+from .backends.base import get_backend
+from .errors import BadArgumentError, RlxError
+from .frontend.trace import graph_from_jaxpr
+from .passes.legalize import legalize
+
+_SCALAR_TYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
+
+
+def _leaf_signature(x, path):
+    """(shape, dtype, weak_type) of one argument leaf, JAX's way."""
+    t = type(x)
+    if t in _SCALAR_TYPES:
+        dt = _SCALAR_TYPES[t]
+        if jax.config.jax_enable_x64 and t is not bool:
+            dt = np.dtype(np.int64 if t is int else np.float64)
+        return ((), dt, t is not bool)
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        if isinstance(x, complex):
+            raise BadArgumentError(f"argument {path}: complex numbers are not supported")
+        raise BadArgumentError(
+            f"argument {path} has type {t.__name__}, which is not an array or a number; "
+            f"pass jax/numpy/mlx arrays or Python scalars, or mark it static "
+            f"(static_argnums/static_argnames)")
+    dtype = _to_np_dtype(dtype)
+    if not jax.config.jax_enable_x64 and dtype in (np.dtype(np.float64), np.dtype(np.int64),
+                                                   np.dtype(np.uint64)):
+        dtype = np.dtype({"f": np.float32, "i": np.int32, "u": np.uint32}[dtype.kind])
+    return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
+
+
+def _to_np_dtype(dtype):
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        from .backends.mlx.runtime import mlx_to_np_dtype  # mx.Dtype
+        return mlx_to_np_dtype(dtype)
+
+
+class Lowered:
+    """A traced and legalized program for one backend and one input signature."""
+
+    def __init__(self, graph, legalized, backend, options, in_tree, out_tree, timings, name):
+        self.graph, self.legalized, self.backend = graph, legalized, backend
+        self.options, self.in_tree, self.out_tree = options, in_tree, out_tree
+        self.timings, self.name = timings, name
+        self._backend_program = None
+
+    def as_text(self, level="ir"):
+        if level == "ir":
+            return self.legalized.as_text()
+        if level == "traced":
+            return self.graph.as_text()
+        return self._program().as_text()
+
+    def op_counts(self, level="ir"):
+        """OpKind name -> count of the legalized graph; level="backend": the backend's ops."""
+        if level == "ir":
+            return self.legalized.op_counts()
+        return self._program().op_counts()
+
+    def _program(self):
+        if self._backend_program is None:
+            build = getattr(self.backend, "build_program", None)
+            if build is None:
+                raise BadArgumentError(
+                    f"backend '{self.backend.name}' has no backend-level program; use level='ir'")
+            self._backend_program = build(self.legalized, name=self.name, **self.options)
+        return self._backend_program
+
+    def compile(self):
+        t0 = time.perf_counter()
+        exe = self.backend.lower(self.legalized, name=self.name, **self.options)
+        self.timings["lower"] = time.perf_counter() - t0
+        return Compiled(exe, self)
+
+
+class Compiled:
+    """A lowered, ready executable; call it with the same argument structure as the function."""
+
+    def __init__(self, executable, lowered):
+        self.executable = executable
+        self.lowered = lowered
+        self.runtime = getattr(executable, "runtime", lowered.backend.name)
+
+    def call_flat(self, leaves):
+        outs = self.executable(*leaves)
+        return jax.tree_util.tree_unflatten(self.lowered.out_tree, outs)
+
+    def __call__(self, *args, **kwargs):
+        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        if tree != self.lowered.in_tree:
+            raise BadArgumentError(
+                f"compiled for inputs {self.lowered.in_tree}, called with {tree}")
+        return self.call_flat(leaves)
+
+
+class Jitted:
+    def __init__(self, fun, backend, static_argnums, static_argnames, options):
+        self.fun = fun
+        self.backend_name = backend
+        self.options = dict(options)
+        functools.update_wrapper(self, fun)
+        try:
+            self._sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+        params = list(self._sig.parameters) if self._sig else []
+        nums = set(nums) | {params.index(n) for n in names if n in params}
+        names = set(names) | {params[i] for i in nums if 0 <= i < len(params)}
+        self.static_argnums, self.static_argnames = frozenset(nums), frozenset(names)
+        self._cache = {}
+        self._lock = threading.Lock()
+        self._backend = None
+        self.trace_count = 0
+
+    # ---- argument handling ----
+    def _split(self, args, kwargs):
+        n = len(args)
+        nums = {i % n if i < 0 else i for i in self.static_argnums if -n <= i < n}
+        statics = tuple((i, args[i]) for i in sorted(nums))
+        statics += tuple(sorted((k, v) for k, v in kwargs.items() if k in self.static_argnames))
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in nums)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        try:
+            hash(statics)
+        except TypeError as e:
+            raise BadArgumentError(
+                f"static argument of {self.__name__} is not hashable ({e}); pass a tuple instead "
+                f"of a list, or make it a dynamic (array) argument") from None
+        return statics, dyn_args, dyn_kwargs
+
+    def _key(self, args, kwargs):
+        statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        paths = None
+        sigs = []
+        for i, x in enumerate(leaves):
+            try:
+                sigs.append(_leaf_signature(x, f"#{i}"))
+            except BadArgumentError:
+                paths = paths or [jax.tree_util.keystr(p) for p, _ in
+                                  jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0]]
+                _leaf_signature(x, f"{paths[i]} of {self.__name__}")
+        return (tree, tuple(sigs), statics), leaves
+
+    # ---- tracing ----
+    def _trace(self, key, args, kwargs):
+        tree, sigs, statics = key
+        static_pos = dict(s for s in statics if isinstance(s[0], int))
+        static_kw = {k: v for k, v in statics if isinstance(k, str)}
+        out_tree = []
+
+        def flat_fun(*leaves):
+            dyn_args, dyn_kwargs = jax.tree_util.tree_unflatten(tree, leaves)
+            it = iter(dyn_args)
+            n = len(dyn_args) + len(static_pos)
+            full = [static_pos[i] if i in static_pos else next(it) for i in range(n)]
+            out = self.fun(*full, **dyn_kwargs, **static_kw)
+            outs, t = jax.tree_util.tree_flatten(out)
+            out_tree.append(t)
+            return outs
+
+        structs = [jax.ShapeDtypeStruct(s, d, weak_type=w) for s, d, w in sigs]
+        if self._sig is not None:
+            try:
+                self._sig.bind(*args, **kwargs)
+            except TypeError as e:
+                raise BadArgumentError(f"{self.__name__}: {e}") from None
+        t0 = time.perf_counter()
+        closed = jax.make_jaxpr(flat_fun)(*structs)
+        t1 = time.perf_counter()
+        graph = graph_from_jaxpr(closed, name=self.__name__)
+        t2 = time.perf_counter()
+        self.trace_count += 1
+        return graph, out_tree[0], {"make_jaxpr": t1 - t0, "frontend": t2 - t1}
+
+    def _get_backend(self, graph):
+        return get_backend(self.backend_name, graph)
+
+    def lower(self, *args, **kwargs):
+        key, _ = self._key(args, kwargs)
+        return self._lower(key, args, kwargs)
+
+    def _lower(self, key, args, kwargs):
+        graph, out_tree, timings = self._trace(key, args, kwargs)
+        backend = self._get_backend(graph)
+        t0 = time.perf_counter()
+        keep = backend.claims(native_backward=self.options.get("native_backward", True))
+        legal = legalize(graph, keep, backend=backend.name)
+        timings["legalize"] = time.perf_counter() - t0
+        opts = {k: v for k, v in self.options.items() if k != "native_backward"}
+        return Lowered(graph, legal, backend, opts, key[0], out_tree, timings, self.__name__)
+
+    def __call__(self, *args, **kwargs):
+        key, leaves = self._key(args, kwargs)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            with self._lock:
+                compiled = self._cache.get(key)
+                if compiled is None:
+                    compiled = self._lower(key, args, kwargs).compile()
+                    self._cache[key] = compiled
+        return compiled.call_flat(leaves)
+
+    def clear_cache(self):
+        self._cache.clear()
+
+
+def jit(fun=None, *, backend="auto", static_argnums=(), static_argnames=(), **options):
+    """Compiles `fun` for an Apple ML backend ("mlx", "coreml"), the reference "xla", or "auto".
+
+    Usable as `@jit`, `@jit(backend=...)` or `jit(fun, ...)`. Options are passed to the backend
+    (e.g. `native_backward=False`, Core ML's `compute_precision`).
+    """
+    if not isinstance(backend, str):
+        raise BadArgumentError(f"backend must be a string, got {backend!r}")
+    if fun is None:
+        return functools.partial(jit, backend=backend, static_argnums=static_argnums,
+                                 static_argnames=static_argnames, **options)
+    if not callable(fun):
+        raise BadArgumentError(f"jit expects a function, got {type(fun).__name__}")
+    return Jitted(fun, backend, static_argnums, static_argnames, options)
+
+
+__all__ = ["jit", "Jitted", "Lowered", "Compiled", "RlxError"]

@@ -1,0 +1,59 @@
+"""Backend protocol and registry.
+
+A backend has a `name`, `available()` (can it run here), its claim tables (`claims`: the
+SUPPORTED_OPS / NATIVE_BACKWARD_OPS sets) and `lower(graph, **options) -> Executable`, where an
+Executable is a callable taking one array per graph input and returning a list of outputs.
+"""
+from ..errors import BackendUnavailableError, BadArgumentError
+
+_BACKENDS = {}
+AUTO_ORDER = ("mlx", "coreml", "xla")
+
+
+def register_backend(backend):
+    if backend.name in _BACKENDS:
+        raise KeyError(f"duplicate backend {backend.name}")
+    _BACKENDS[backend.name] = backend
+    return backend
+
+
+def _load_all():
+    from . import xla  # noqa: F401
+    try:
+        from . import mlx  # noqa: F401
+    except ImportError:
+        pass
+    try:
+        from . import coreml  # noqa: F401
+    except ImportError:
+        pass
+
+
+def all_backends():
+    _load_all()
+    return dict(_BACKENDS)
+
+
+def available_backends():
+    """Names of the backends that can run on this machine, in `backend="auto"` order."""
+    backends = all_backends()
+    return [n for n in AUTO_ORDER if n in backends and backends[n].available()]
+
+
+def get_backend(name, graph=None):
+    backends = all_backends()
+    if name == "auto":
+        for n in available_backends():
+            probe = getattr(backends[n], "supports", None)
+            if graph is None or probe is None or probe(graph):
+                return backends[n]
+        raise BackendUnavailableError("no available backend supports this program")
+    if name not in backends:
+        raise BadArgumentError(
+            f"unknown backend {name!r}; choose one of {sorted(backends) + ['auto']}")
+    b = backends[name]
+    if not b.available():
+        raise BackendUnavailableError(
+            f"backend {name!r} is not available here: {b.unavailable_reason()}. "
+            f"Available: {available_backends()}")
+    return b

@@ -1,0 +1,32 @@
+"""The reference backend: re-emits JAX (jax.lax) from the IR and runs it under jax.jit."""
+import jax
+
+from ...ir.interpret import interpret
+from ...ir.ops import PRIMITIVE
+from ..base import register_backend
+from .rules import XLA_RULES
+
+
+class XlaBackend:
+    name = "xla"
+    SUPPORTED_OPS = frozenset(PRIMITIVE)
+    NATIVE_BACKWARD_OPS = frozenset()
+    BACKWARD_OPS = frozenset()
+    options = ()
+
+    def available(self):
+        return True
+
+    def unavailable_reason(self):
+        return ""
+
+    def claims(self, native_backward=True):
+        return self.SUPPORTED_OPS
+
+    def lower(self, graph, **options):
+        def run(*args):
+            return interpret(graph, XLA_RULES, args, backend=self.name)
+        return jax.jit(run)
+
+
+XLA = register_backend(XlaBackend())

@@ -1,0 +1,29 @@
+"""Errors users see. Every message names what failed, where (the user's file:line) and what to do."""
+
+
+class RlxError(Exception):
+    """Base class of every error rlx_jax raises on purpose."""
+
+
+class UnsupportedPrimitiveError(RlxError):
+    """The traced program uses JAX primitives the frontend has no rule for."""
+
+
+class IRTypeError(RlxError):
+    """A node was built with operands of the wrong shape or dtype."""
+
+
+class LegalizationError(RlxError):
+    """Nodes the chosen backend neither lowers nor can decompose."""
+
+
+class LoweringError(RlxError):
+    """A backend rule could not lower a node it claims (e.g. a dtype or attribute it lacks)."""
+
+
+class BadArgumentError(RlxError, TypeError):
+    """Bad call: wrong pytree, missing/unhashable static argument, unknown backend or option."""
+
+
+class BackendUnavailableError(RlxError):
+    """The requested backend cannot run on this machine."""

@@ -1,0 +1,79 @@
+"""Elementwise primitives: unary math, binary arithmetic and bitwise, comparisons, selects, casts."""
+import numpy as np
+
+from ...ir.ops import OpKind as K
+from . import jaxpr_rule
+
+UNARY = {
+    "neg": "neg", "abs": "abs", "sign": "sign", "floor": "floor", "ceil": "ceil",
+    "is_finite": "is_finite", "exp": "exp", "exp2": "exp2", "log": "log", "log1p": "log1p",
+    "expm1": "expm1", "tanh": "tanh", "logistic": "sigmoid", "sin": "sin", "cos": "cos",
+    "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
+    "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "sqrt": "sqrt",
+    "rsqrt": "rsqrt", "cbrt": "cbrt", "square": "square", "erf": "erf", "erfc": "erfc",
+    "erf_inv": "erf_inv", "lgamma": "lgamma", "digamma": "digamma", "not": "not",
+    "population_count": "population_count",
+}
+BINARY = {
+    "add": "add", "add_any": "add", "sub": "sub", "mul": "mul", "div": "div", "rem": "rem",
+    "pow": "pow", "max": "max", "min": "min", "atan2": "atan2", "nextafter": "nextafter",
+    "and": "and", "or": "or", "xor": "xor", "shift_left": "shift_left",
+    "shift_right_logical": "shift_right_logical",
+    "shift_right_arithmetic": "shift_right_arithmetic",
+}
+COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def _unary(fn):
+    return lambda ctx, x, **params: ctx.emit(K.Activation, (x,), fn=fn)
+
+
+def _binary(fn):
+    def rule(ctx, x, y, **params):
+        (shape, dtype), = ctx.out_avals
+        x, y = ctx.b.cast(x, dtype), ctx.b.cast(y, dtype)   # mul[out_dtype] and friends
+        return ctx.emit(K.Binary, (x, y), fn=fn)
+    return rule
+
+
+for _p, _fn in UNARY.items():
+    jaxpr_rule(_p)(_unary(_fn))
+for _p, _fn in BINARY.items():
+    jaxpr_rule(_p)(_binary(_fn))
+for _p in COMPARE:
+    jaxpr_rule(_p)(lambda ctx, x, y, _fn=_p, **params: ctx.emit(K.Compare, (x, y), fn=_fn))
+
+jaxpr_rule("integer_pow")(
+    lambda ctx, x, *, y: ctx.emit(K.Activation, (x,), fn="integer_pow", y=int(y)))
+jaxpr_rule("round")(lambda ctx, x, *, rounding_method: ctx.emit(
+    K.Activation, (x,), fn="round", rounding=int(rounding_method)))
+jaxpr_rule("convert_element_type")(
+    lambda ctx, x, *, new_dtype, **params: ctx.b.cast(x, new_dtype))
+jaxpr_rule("bitcast_convert_type")(
+    lambda ctx, x, *, new_dtype: ctx.emit(K.Bitcast, (x,), dtype=np.dtype(new_dtype)))
+jaxpr_rule("reduce_precision")(lambda ctx, x, *, exponent_bits, mantissa_bits: ctx.emit(
+    K.ReducePrecision, (x,), exponent_bits=int(exponent_bits), mantissa_bits=int(mantissa_bits)))
+# identities: no node at all
+jaxpr_rule("copy", "copy_p", "stop_gradient", "optimization_barrier")(
+    lambda ctx, *xs, **params: list(xs))
+
+
+@jaxpr_rule("select_n")
+def _select_n(ctx, pred, *cases):
+    """select_n(p, c0, c1, ...) picks c[p]; two cases -> one Where, more -> a Where chain."""
+    b = ctx.b
+    if len(cases) == 1:
+        return cases[0]
+    if pred.dtype == np.bool_:
+        return ctx.emit(K.Where, (pred, cases[1], cases[0]))
+    out = cases[0]
+    for i, c in enumerate(cases[1:], start=1):
+        hit = b.compare("eq", pred, b.scalar(i, pred))
+        out = b.where(hit, c, out)
+    return out
+
+
+@jaxpr_rule("clamp")
+def _clamp(ctx, lo, x, hi):
+    b = ctx.b
+    return b.binary("min", b.binary("max", x, lo), hi)

@@ -1,0 +1,45 @@
+"""Indexing: dynamic slices, gather, scatter."""
+from ...ir.ops import OpKind as K
+from . import jaxpr_rule
+
+
+def _mode(mode):
+    return getattr(mode, "name", str(mode)).lower()
+
+
+jaxpr_rule("dynamic_slice")(lambda ctx, x, *starts, slice_sizes: ctx.emit(
+    K.DynamicSlice, (x, *starts), sizes=tuple(int(s) for s in slice_sizes)))
+jaxpr_rule("dynamic_update_slice")(lambda ctx, x, upd, *starts: ctx.emit(
+    K.DynamicUpdateSlice, (x, upd, *starts)))
+
+
+@jaxpr_rule("gather")
+def _gather(ctx, x, idx, *, dimension_numbers, slice_sizes, indices_are_sorted, unique_indices,
+            mode, fill_value):
+    return ctx.emit(K.Gather, (x, idx), dimension_numbers=dimension_numbers,
+                    slice_sizes=tuple(int(s) for s in slice_sizes), mode=_mode(mode),
+                    fill_value=fill_value, indices_are_sorted=bool(indices_are_sorted),
+                    unique_indices=bool(unique_indices))
+
+
+def _scatter(fn):
+    def rule(ctx, x, idx, upd, *, dimension_numbers, indices_are_sorted, unique_indices, mode,
+             **params):
+        kind = K.ScatterAdd if fn == "add" else K.Scatter
+        extra = {} if fn == "add" else {"fn": fn}
+        return ctx.emit(kind, (x, idx, upd), dimension_numbers=dimension_numbers,
+                        mode=_mode(mode), indices_are_sorted=bool(indices_are_sorted),
+                        unique_indices=bool(unique_indices), **extra)
+    return rule
+
+
+for _p, _fn in {"scatter": "replace", "scatter-add": "add", "scatter_add": "add",
+                "scatter-mul": "mul", "scatter_mul": "mul", "scatter-min": "min",
+                "scatter_min": "min", "scatter-max": "max", "scatter_max": "max"}.items():
+    jaxpr_rule(_p)(_scatter(_fn))
+
+
+@jaxpr_rule("scatter-sub", "scatter_sub")
+def _scatter_sub(ctx, x, idx, upd, **params):
+    neg = ctx.b.unary("neg", upd)
+    return _scatter("add")(ctx, x, idx, neg, **params)

@@ -1,0 +1,84 @@
+"""Shape and data-movement primitives."""
+import numpy as np
+
+from ...ir.ops import OpKind as K
+from . import jaxpr_rule
+
+
+@jaxpr_rule("broadcast_in_dim")
+def _broadcast_in_dim(ctx, x, *dyn, shape, broadcast_dimensions, **params):
+    return ctx.b.expand(x, shape, tuple(int(d) for d in broadcast_dimensions))
+
+
+jaxpr_rule("reshape")(lambda ctx, x, *, new_sizes, **params: ctx.b.reshape(x, new_sizes))
+jaxpr_rule("squeeze")(lambda ctx, x, *, dimensions: ctx.b.reshape(x, ctx.out_avals[0][0]))
+jaxpr_rule("expand_dims")(lambda ctx, x, **params: ctx.b.reshape(x, ctx.out_avals[0][0]))
+jaxpr_rule("transpose")(lambda ctx, x, *, permutation: ctx.b.transpose(x, permutation))
+jaxpr_rule("rev")(lambda ctx, x, *, dimensions: ctx.emit(
+    K.Reverse, (x,), axes=tuple(int(d) for d in dimensions)))
+jaxpr_rule("concatenate")(lambda ctx, *xs, dimension: ctx.emit(
+    K.Concat, xs, axis=int(dimension)))
+jaxpr_rule("pad")(lambda ctx, x, v, *, padding_config: ctx.emit(
+    K.Pad, (x, v), config=tuple(tuple(int(i) for i in c) for c in padding_config)))
+
+
+@jaxpr_rule("slice")
+def _slice(ctx, x, *, start_indices, limit_indices, strides):
+    strides = tuple(int(s) for s in strides) if strides else (1,) * x.ndim
+    return ctx.emit(K.Slice, (x,), start=tuple(int(i) for i in start_indices),
+                    limit=tuple(int(i) for i in limit_indices), strides=strides)
+
+
+@jaxpr_rule("tile")
+def _tile(ctx, x, *, reps):
+    """tile = broadcast to [r0, d0, r1, d1, ...] then merge each pair."""
+    b = ctx.b
+    reps = tuple(int(r) for r in reps)
+    big = [v for r, d in zip(reps, x.shape) for v in (r, d)]
+    y = b.expand(x, big, tuple(range(1, 2 * x.ndim, 2)))
+    return b.reshape(y, ctx.out_avals[0][0])
+
+
+@jaxpr_rule("split")
+def _split(ctx, x, *, sizes, axis):
+    b, outs, start = ctx.b, [], 0
+    for s in sizes:
+        lo, hi = [0] * x.ndim, list(x.shape)
+        lo[axis], hi[axis] = start, start + int(s)
+        outs.append(b.add(K.Slice, (x,), {"start": tuple(lo), "limit": tuple(hi),
+                                          "strides": (1,) * x.ndim}))
+        start += int(s)
+    return outs
+
+
+@jaxpr_rule("stack")
+def _stack(ctx, *xs, axis):
+    b = ctx.b
+    shape = list(xs[0].shape)
+    shape.insert(axis, 1)
+    return ctx.emit(K.Concat, [b.reshape(x, shape) for x in xs], axis=int(axis))
+
+
+@jaxpr_rule("unstack")
+def _unstack(ctx, x, *, axis):
+    b, outs = ctx.b, []
+    for i in range(x.shape[axis]):
+        lo, hi = [0] * x.ndim, list(x.shape)
+        lo[axis], hi[axis] = i, i + 1
+        s = b.add(K.Slice, (x,), {"start": tuple(lo), "limit": tuple(hi),
+                                  "strides": (1,) * x.ndim})
+        outs.append(b.reshape(s, x.shape[:axis] + x.shape[axis + 1:]))
+    return outs
+
+
+@jaxpr_rule("iota")
+def _iota(ctx, *dyn, dtype, shape, dimension, **params):
+    return ctx.emit(K.Iota, (), dtype=np.dtype(dtype), shape=tuple(int(s) for s in shape),
+                    dimension=int(dimension))
+
+
+@jaxpr_rule("empty2", "empty")
+def _empty(ctx, *args, **params):
+    """Uninitialised buffers (AD's accumulators): zeros are a valid value."""
+    (shape, dtype), = ctx.out_avals
+    return ctx.b.expand(ctx.b.const(np.zeros((), dtype)), shape, ())

@@ -1,0 +1,142 @@
+"""jaxpr -> RLX IR Graph.
+
+Inlines call-like primitives (jit, pjit, closed_call, core_call, custom_jvp_call,
+custom_vjp_call, remat/checkpoint), turns literals and closed-over arrays into Constants,
+records the user's file:line on every node, removes dead code, and collects every unsupported
+primitive before raising once.
+"""
+import os
+
+import jax
+import numpy as np
+from jax._src import source_info_util
+from jax.extend import core as jcore
+
+from ..errors import UnsupportedPrimitiveError
+from ..ir.graph import Builder, Graph, Value
+from ..passes.dce import dce
+from .rules import JAXPR_RULES, UNSUPPORTED
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+source_info_util.register_exclusion(_PKG_DIR)
+
+# call-like primitives and the param holding their body
+CALL_PARAMS = {
+    "jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
+    "custom_vjp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr", "remat2": "jaxpr",
+    "checkpoint": "jaxpr", "custom_lin": None,
+}
+
+
+def source_line(eqn):
+    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    if frame is None:
+        return None
+    return f"{os.path.basename(frame.file_name)}:{frame.start_line} ({frame.function_name})"
+
+
+class EqnContext:
+    """What a JAXPR_RULES rule sees: the builder and the eqn's output types."""
+    __slots__ = ("b", "eqn")
+
+    def __init__(self, b, eqn):
+        self.b = b
+        self.eqn = eqn
+
+    @property
+    def out_avals(self):
+        return [(v.aval.shape, np.dtype(v.aval.dtype)) for v in self.eqn.outvars]
+
+    def emit(self, kind, inputs, **attrs):
+        """Adds the node producing this eqn's outputs (types taken from the jaxpr)."""
+        return self.b.add(kind, inputs, attrs, out=self.out_avals)
+
+
+class _Tracer:
+    def __init__(self):
+        self.b = Builder(Graph())
+        self.missing = {}   # primitive name -> [count, first eqn text, source line]
+        self.literals = {}
+
+    def literal(self, val, aval):
+        arr = np.asarray(val, dtype=aval.dtype)
+        key = (arr.tobytes(), arr.dtype.str, arr.shape)
+        if key not in self.literals:
+            self.b.src = None
+            self.literals[key] = self.b.const(arr)
+        return self.literals[key]
+
+    def read(self, env, atom):
+        if isinstance(atom, jcore.Literal):
+            return self.literal(atom.val, atom.aval)
+        return env[atom]
+
+    def run(self, jaxpr, consts, args):
+        env = {}
+        for var, c in zip(jaxpr.constvars, consts):
+            env[var] = c if isinstance(c, Value) else self._const(c)
+        for var, a in zip(jaxpr.invars, args):
+            env[var] = a
+        for eqn in jaxpr.eqns:
+            invals = [self.read(env, a) for a in eqn.invars]
+            outs = self.eqn(eqn, invals)
+            for var, o in zip(eqn.outvars, outs):
+                env[var] = o
+        return [self.read(env, a) for a in jaxpr.outvars]
+
+    def _const(self, c):
+        self.b.src = None
+        return self.b.const(np.asarray(c))
+
+    def eqn(self, eqn, invals):
+        name = eqn.primitive.name
+        if name in CALL_PARAMS and CALL_PARAMS[name] in eqn.params:
+            body = eqn.params[CALL_PARAMS[name]]
+            if isinstance(body, jcore.ClosedJaxpr):
+                return self.run(body.jaxpr, body.consts, invals)
+            return self.run(body, [], invals)
+        rule = JAXPR_RULES.get(name)
+        src = source_line(eqn)
+        if rule is None:
+            entry = self.missing.setdefault(name, [0, str(eqn), src])
+            entry[0] += 1
+            return [Value(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
+        self.b.src = src
+        out = rule(EqnContext(self.b, eqn), *invals, **eqn.params)
+        if isinstance(out, Value):
+            out = [out]
+        return list(out)
+
+    def raise_missing(self):
+        if not self.missing:
+            return
+        lines = []
+        for name, (count, text, src) in sorted(self.missing.items()):
+            why = UNSUPPORTED.get(name, "no rule yet")
+            lines.append(f"  {name} ×{count} ({why})\n      {text.strip()}"
+                         + (f"\n      at {src}" if src else ""))
+        raise UnsupportedPrimitiveError(
+            f"{len(self.missing)} unsupported JAX primitive(s) in the traced program:\n"
+            + "\n".join(lines)
+            + "\nRewrite these parts with supported jnp/lax ops or rlx_jax.nn ops, run them "
+              "outside rlx_jax.jit, or file a frontend rule.")
+
+
+def graph_from_jaxpr(closed_jaxpr, name="main"):
+    """Translates a ClosedJaxpr into an IR Graph (one Input per jaxpr invar)."""
+    t = _Tracer()
+    t.b.graph.name = name
+    args = [t.b.input(v.aval.shape, v.aval.dtype) for v in closed_jaxpr.jaxpr.invars]
+    outs = t.run(closed_jaxpr.jaxpr, closed_jaxpr.consts, args)
+    t.raise_missing()
+    t.b.graph.outputs = list(outs)
+    return dce(t.b.graph).verify()
+
+
+def trace(fun, *args, static_argnums=(), **kwargs):
+    """Traces `fun(*args, **kwargs)` and returns its RLX IR Graph (inputs: flattened leaves)."""
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    closed = jax.make_jaxpr(fun, static_argnums=static_argnums)(*args, **kwargs)
+    return graph_from_jaxpr(closed, name=getattr(fun, "__name__", "main"))

@@ -1,0 +1,236 @@
+"""The RLX IR: values with static shape and dtype, nodes, graphs, a builder, a verifier, a printer."""
+import itertools
+
+import numpy as np
+
+from ..errors import IRTypeError
+from .ops import OpKind
+
+_ids = itertools.count()
+
+
+def dtype_name(dt):
+    dt = np.dtype(dt)
+    return {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
+            "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
+            "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "bool"}.get(dt.name, dt.name)
+
+
+class Value:
+    """One SSA value: static shape, dtype, and the node that produced it."""
+    __slots__ = ("id", "shape", "dtype", "node", "index")
+
+    def __init__(self, shape, dtype, node=None, index=0):
+        self.id = next(_ids)
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.node = node
+        self.index = index
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def type_str(self):
+        return f"{dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    def __repr__(self):
+        return f"Value#{self.id}:{self.type_str()}"
+
+
+def _fmt_attr(v):
+    if isinstance(v, np.ndarray):
+        if v.size <= 4:
+            return np.array2string(v, separator=",").replace("\n", "")
+        return f"<{dtype_name(v.dtype)}{list(v.shape)}>"
+    if isinstance(v, np.dtype):
+        return dtype_name(v)
+    return str(v)
+
+
+class Node:
+    """One operation: kind, operand values, plain attributes, output values, user source line."""
+    __slots__ = ("kind", "inputs", "attrs", "outputs", "src")
+
+    def __init__(self, kind, inputs, attrs, src=None):
+        self.kind = kind
+        self.inputs = tuple(inputs)
+        self.attrs = dict(attrs)
+        self.outputs = ()
+        self.src = src
+
+    @property
+    def out(self):
+        """The single output (most nodes have one)."""
+        assert len(self.outputs) == 1, self
+        return self.outputs[0]
+
+    def attr_text(self):
+        items = [f"{k}={_fmt_attr(v)}" for k, v in self.attrs.items()]
+        return f"[{', '.join(items)}]" if items else ""
+
+    def text(self, names=None):
+        names = names or (lambda v: f"%{v.id}")
+        outs = " ".join(f"{names(o)}:{o.type_str()}" for o in self.outputs)
+        ins = " ".join(names(i) for i in self.inputs)
+        return f"{outs} = {self.kind.name}{self.attr_text()} {ins}".rstrip()
+
+    def __repr__(self):
+        return self.text() + (f"  # {self.src}" if self.src else "")
+
+
+class Graph:
+    """A straight-line SSA program. Input nodes carry attrs index=position in the flat inputs."""
+
+    def __init__(self, name="main"):
+        self.name = name
+        self.nodes = []
+        self.inputs = []
+        self.outputs = []
+
+    def op_counts(self, include_boundary=False):
+        counts = {}
+        for n in self.nodes:
+            if not include_boundary and n.kind in (OpKind.Input, OpKind.Constant, OpKind.Param):
+                continue
+            counts[n.kind.name] = counts.get(n.kind.name, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def kinds(self):
+        return {n.kind for n in self.nodes}
+
+    def namer(self):
+        table = {}
+
+        def name(v):
+            if v.id not in table:
+                i, s = len(table), ""
+                while True:
+                    s = chr(ord("a") + i % 26) + s
+                    i = i // 26 - 1
+                    if i < 0:
+                        break
+                table[v.id] = s
+            return table[v.id]
+        return name
+
+    def as_text(self):
+        name = self.namer()
+        ins = " ".join(f"{name(v)}:{v.type_str()}" for v in self.inputs)
+        lines = [f"{{ lambda ; {ins} . let"]
+        for n in self.nodes:
+            if n.kind is OpKind.Input:
+                continue
+            line = "    " + n.text(name)
+            if n.src:
+                line = f"{line:<64}  # {n.src}"
+            lines.append(line)
+        lines.append(f"  in ({', '.join(name(v) for v in self.outputs)}) }}")
+        return "\n".join(lines)
+
+    __str__ = as_text
+
+    def verify(self):
+        """Checks SSA order: every operand is defined before use; outputs are defined."""
+        defined = set()
+        for n in self.nodes:
+            for v in n.inputs:
+                if v.id not in defined:
+                    raise IRTypeError(f"operand {v!r} of `{n!r}` is used before it is defined")
+            for o in n.outputs:
+                if o.node is not n:
+                    raise IRTypeError(f"output {o!r} of `{n!r}` does not point back to its node")
+                defined.add(o.id)
+        for v in self.outputs:
+            if v.id not in defined:
+                raise IRTypeError(f"graph output {v!r} is not defined by any node")
+        return self
+
+
+class Builder:
+    """Appends nodes to a graph, inferring output shape/dtype per kind (ir.shapes)."""
+
+    def __init__(self, graph=None, src=None):
+        self.graph = graph if graph is not None else Graph()
+        self.src = src
+
+    def input(self, shape, dtype):
+        v = self.add(OpKind.Input, (), {"index": len(self.graph.inputs)}, out=[(shape, dtype)])
+        self.graph.inputs.append(v)
+        return v
+
+    def add(self, kind, inputs, attrs=None, out=None):
+        """Adds a node; `out` is a list of (shape, dtype), inferred when omitted.
+
+        Returns the output Value, or a tuple of them for a multi-output node.
+        """
+        from . import shapes
+        node = Node(kind, inputs, attrs or {}, self.src)
+        if out is None:
+            out = shapes.infer(node)
+        node.outputs = tuple(Value(s, d, node, i) for i, (s, d) in enumerate(out))
+        self.graph.nodes.append(node)
+        return node.outputs[0] if len(node.outputs) == 1 else node.outputs
+
+    # ---- helpers used by frontend rules and decompositions ----
+    def const(self, value, dtype=None):
+        arr = np.asarray(value, dtype=dtype)
+        return self.add(OpKind.Constant, (), {"value": arr}, out=[(arr.shape, arr.dtype)])
+
+    def scalar(self, value, like):
+        return self.const(np.asarray(value, dtype=like.dtype))
+
+    def unary(self, fn, x, **attrs):
+        return self.add(OpKind.Activation, (x,), {"fn": fn, **attrs})
+
+    def binary(self, fn, x, y):
+        return self.add(OpKind.Binary, (x, y), {"fn": fn})
+
+    def compare(self, fn, x, y):
+        return self.add(OpKind.Compare, (x, y), {"fn": fn})
+
+    def where(self, pred, x, y):
+        return self.add(OpKind.Where, (pred, x, y))
+
+    def cast(self, x, dtype):
+        dtype = np.dtype(dtype)
+        if x.dtype == dtype:
+            return x
+        return self.add(OpKind.Cast, (x,), {"dtype": dtype})
+
+    def reshape(self, x, shape):
+        shape = tuple(int(d) for d in shape)
+        if shape == x.shape:
+            return x
+        return self.add(OpKind.Reshape, (x,), {"shape": shape})
+
+    def transpose(self, x, perm):
+        perm = tuple(int(p) for p in perm)
+        if perm == tuple(range(x.ndim)):
+            return x
+        return self.add(OpKind.Transpose, (x,), {"perm": perm})
+
+    def expand(self, x, shape, dims=None):
+        """Broadcast `x` to `shape`; `dims` maps x's axes to output axes (default: trailing)."""
+        shape = tuple(int(d) for d in shape)
+        if dims is None:
+            dims = tuple(range(len(shape) - x.ndim, len(shape)))
+        if shape == x.shape and tuple(dims) == tuple(range(x.ndim)):
+            return x
+        return self.add(OpKind.Expand, (x,), {"shape": shape, "dims": tuple(dims)})
+
+    def reduce(self, fn, x, axes, keepdims=False):
+        axes = tuple(sorted(a % x.ndim for a in axes))
+        r = self.add(OpKind.Reduce, (x,), {"fn": fn, "axes": axes})
+        if keepdims:
+            r = self.reshape(r, [1 if i in axes else d for i, d in enumerate(x.shape)])
+        return r
+
+    def dot_general(self, x, y, contracting, batch=((), ()), preferred=None):
+        dn = ((tuple(contracting[0]), tuple(contracting[1])), (tuple(batch[0]), tuple(batch[1])))
+        return self.add(OpKind.DotGeneral, (x, y), {"dimension_numbers": dn,
+                                                     "preferred_element_type": preferred})

@@ -1,0 +1,247 @@
+"""OpKind: the closed set of RLX IR operations.
+
+Names follow the RLX claim tables (one name per kind, CamelCase). Kinds that JAX semantics need
+and RLX lacks are marked in EXTENSIONS. Sub-operations (which unary function, which binary
+operator, which reduction) are node attributes, drawn from the closed sets below.
+"""
+import enum
+
+
+class OpKind(enum.Enum):
+    def __repr__(self):
+        return self.name
+
+    # graph boundary
+    Input = "Input"
+    Param = "Param"
+    Constant = "Constant"
+    # elementwise
+    Activation = "Activation"
+    Cast = "Cast"
+    Binary = "Binary"
+    Compare = "Compare"
+    Where = "Where"
+    Fma = "Fma"
+    StopGradient = "StopGradient"
+    ElementwiseRegion = "ElementwiseRegion"
+    TransformRegion = "TransformRegion"
+    BatchElementwiseRegion = "BatchElementwiseRegion"
+    # contraction
+    MatMul = "MatMul"
+    DotGeneral = "DotGeneral"
+    LoraMatMul = "LoraMatMul"
+    GroupedMatMul = "GroupedMatMul"
+    # reductions and scans
+    Reduce = "Reduce"
+    ArgMax = "ArgMax"
+    ArgMin = "ArgMin"
+    Cumsum = "Cumsum"
+    CumProd = "CumProd"
+    CumMax = "CumMax"
+    Sort = "Sort"
+    ArgSort = "ArgSort"
+    TopK = "TopK"
+    # shape and data movement
+    Reshape = "Reshape"
+    Transpose = "Transpose"
+    Narrow = "Narrow"
+    Concat = "Concat"
+    Expand = "Expand"
+    Reverse = "Reverse"
+    Gather = "Gather"
+    GatherNd = "GatherNd"
+    GatherElements = "GatherElements"
+    ScatterAdd = "ScatterAdd"
+    ScatterNd = "ScatterNd"
+    ScatterElements = "ScatterElements"
+    # convolution and pooling
+    Conv = "Conv"
+    Conv3d = "Conv3d"
+    ConvTranspose2d = "ConvTranspose2d"
+    ConvTranspose3d = "ConvTranspose3d"
+    Im2Col = "Im2Col"
+    Pool = "Pool"
+    ResizeNearest2x = "ResizeNearest2x"
+    Interpolate3d = "Interpolate3d"
+    # high-level forward
+    Softmax = "Softmax"
+    LayerNorm = "LayerNorm"
+    LayerNorm2d = "LayerNorm2d"
+    RmsNorm = "RmsNorm"
+    GroupNorm = "GroupNorm"
+    BatchNormInference = "BatchNormInference"
+    Attention = "Attention"
+    Rope = "Rope"
+    AxialRope2d = "AxialRope2d"
+    AdaLayerNorm = "AdaLayerNorm"
+    GatedResidual = "GatedResidual"
+    SoftmaxCrossEntropy = "SoftmaxCrossEntropy"
+    SoftmaxCrossEntropyWithLogits = "SoftmaxCrossEntropyWithLogits"
+    FusedAttentionBlock = "FusedAttentionBlock"
+    FusedTransformerLayer = "FusedTransformerLayer"
+    FusedSwiGLU = "FusedSwiGLU"
+    FusedMatMulBiasAct = "FusedMatMulBiasAct"
+    FusedResidualLN = "FusedResidualLN"
+    FusedResidualRmsNorm = "FusedResidualRmsNorm"
+    FusedConvBiasAct = "FusedConvBiasAct"
+    # autodiff backward
+    ReluBackward = "ReluBackward"
+    ActivationBackward = "ActivationBackward"
+    LayerNormBackwardInput = "LayerNormBackwardInput"
+    LayerNormBackwardGamma = "LayerNormBackwardGamma"
+    RmsNormBackwardInput = "RmsNormBackwardInput"
+    RmsNormBackwardGamma = "RmsNormBackwardGamma"
+    RmsNormBackwardBeta = "RmsNormBackwardBeta"
+    GroupNormBackwardInput = "GroupNormBackwardInput"
+    GroupNormBackwardGamma = "GroupNormBackwardGamma"
+    GroupNormBackwardBeta = "GroupNormBackwardBeta"
+    BatchNormInferenceBackwardInput = "BatchNormInferenceBackwardInput"
+    BatchNormInferenceBackwardGamma = "BatchNormInferenceBackwardGamma"
+    BatchNormInferenceBackwardBeta = "BatchNormInferenceBackwardBeta"
+    AttentionBackward = "AttentionBackward"
+    RopeBackward = "RopeBackward"
+    SoftmaxCrossEntropyBackward = "SoftmaxCrossEntropyBackward"
+    AdaLayerNormBackward = "AdaLayerNormBackward"
+    GatedResidualBackward = "GatedResidualBackward"
+    MaxPool2dBackward = "MaxPool2dBackward"
+    MaxPool3dBackward = "MaxPool3dBackward"
+    Conv2dBackwardInput = "Conv2dBackwardInput"
+    Conv2dBackwardWeight = "Conv2dBackwardWeight"
+    Conv3dBackwardInput = "Conv3dBackwardInput"
+    Conv3dBackwardWeight = "Conv3dBackwardWeight"
+    CumsumBackward = "CumsumBackward"
+    GatherBackward = "GatherBackward"
+    # control flow and recurrence
+    If = "If"
+    While = "While"
+    Scan = "Scan"
+    ScanBackward = "ScanBackward"
+    ScanBackwardXs = "ScanBackwardXs"
+    Lstm = "Lstm"
+    Gru = "Gru"
+    Rnn = "Rnn"
+    SelectiveScan = "SelectiveScan"
+    GatedDeltaNet = "GatedDeltaNet"
+    Mamba2 = "Mamba2"
+    # randomness
+    RngNormal = "RngNormal"
+    RngUniform = "RngUniform"
+    Sample = "Sample"
+    # quantization
+    Quantize = "Quantize"
+    Dequantize = "Dequantize"
+    DequantMatMul = "DequantMatMul"
+    DequantGroupedMatMul = "DequantGroupedMatMul"
+    DequantGroupedMatMulMlx = "DequantGroupedMatMulMlx"
+    DequantMoEWeights = "DequantMoEWeights"
+    QMatMul = "QMatMul"
+    QConv2d = "QConv2d"
+    FakeQuantize = "FakeQuantize"
+    FakeQuantizeBackward = "FakeQuantizeBackward"
+    FakeQuantizeLSQ = "FakeQuantizeLSQ"
+    FakeQuantizeLSQBackwardX = "FakeQuantizeLSQBackwardX"
+    FakeQuantizeLSQBackwardScale = "FakeQuantizeLSQBackwardScale"
+    ScaledMatMul = "ScaledMatMul"
+    ScaledQuantize = "ScaledQuantize"
+    ScaledQuantScale = "ScaledQuantScale"
+    ScaledDequantize = "ScaledDequantize"
+    # linear algebra
+    DenseSolve = "DenseSolve"
+    BatchedDenseSolve = "BatchedDenseSolve"
+    Cholesky = "Cholesky"
+    TriangularSolve = "TriangularSolve"
+    Det = "Det"
+    LogDet = "LogDet"
+    Svd = "Svd"
+    Qr = "Qr"
+    Eigh = "Eigh"
+    EighBackward = "EighBackward"
+    EighBatch = "EighBatch"
+    EighBatchBackward = "EighBatchBackward"
+    # signal, geometry and domain ops
+    Fft = "Fft"
+    FftButterflyStage = "FftButterflyStage"
+    LogMel = "LogMel"
+    LogMelBackward = "LogMelBackward"
+    WelchPeaks = "WelchPeaks"
+    ComplexNormSq = "ComplexNormSq"
+    ComplexNormSqBackward = "ComplexNormSqBackward"
+    Conjugate = "Conjugate"
+    GaussianSplatRender = "GaussianSplatRender"
+    GaussianSplatRenderBackward = "GaussianSplatRenderBackward"
+    GaussianSplatPrepare = "GaussianSplatPrepare"
+    GaussianSplatRasterize = "GaussianSplatRasterize"
+    BiMap = "BiMap"
+    ReEig = "ReEig"
+    ReEigBackward = "ReEigBackward"
+    LogEig = "LogEig"
+    LogEigBackward = "LogEigBackward"
+    SpdBatchNorm = "SpdBatchNorm"
+    SpdBatchNormBackwardX = "SpdBatchNormBackwardX"
+    SpdBatchNormBackwardG = "SpdBatchNormBackwardG"
+    SpdKarcherMean = "SpdKarcherMean"
+    SpdKarcherMeanWeighted = "SpdKarcherMeanWeighted"
+    SpdLogMap = "SpdLogMap"
+    SpdLogMapBackward = "SpdLogMapBackward"
+    SpdExpMap = "SpdExpMap"
+    SpdExpMapBackward = "SpdExpMapBackward"
+    SpdParallelTransport = "SpdParallelTransport"
+    SpdParallelTransportBackward = "SpdParallelTransportBackward"
+    SpdMatrixFnBatch = "SpdMatrixFnBatch"
+    SpdMatrixFnBatchBackward = "SpdMatrixFnBatchBackward"
+    Custom = "Custom"
+    CustomFn = "CustomFn"
+
+    # ---- rlx_jax extensions: JAX semantics RLX has no kind for ----
+    CumMin = "CumMin"
+    CumLogSumExp = "CumLogSumExp"
+    Iota = "Iota"
+    Pad = "Pad"
+    Slice = "Slice"
+    DynamicSlice = "DynamicSlice"
+    DynamicUpdateSlice = "DynamicUpdateSlice"
+    Bitcast = "Bitcast"
+    ReducePrecision = "ReducePrecision"
+    Scatter = "Scatter"
+    SelectAndScatterAdd = "SelectAndScatterAdd"
+    SelectAndGatherAdd = "SelectAndGatherAdd"
+
+
+EXTENSIONS = frozenset({
+    OpKind.CumMin, OpKind.CumLogSumExp, OpKind.Iota, OpKind.Pad, OpKind.Slice,
+    OpKind.DynamicSlice, OpKind.DynamicUpdateSlice, OpKind.Bitcast, OpKind.ReducePrecision,
+    OpKind.Scatter, OpKind.SelectAndScatterAdd, OpKind.SelectAndGatherAdd,
+})
+
+# The kinds the jaxpr frontend emits and the reference backend lowers (the primitive IR).
+PRIMITIVE = frozenset({
+    OpKind.Input, OpKind.Constant, OpKind.Activation, OpKind.Cast, OpKind.Binary,
+    OpKind.Compare, OpKind.Where, OpKind.MatMul, OpKind.DotGeneral, OpKind.Reduce,
+    OpKind.ArgMax, OpKind.ArgMin, OpKind.Cumsum, OpKind.CumProd, OpKind.CumMax, OpKind.Sort,
+    OpKind.TopK, OpKind.Reshape, OpKind.Transpose, OpKind.Narrow, OpKind.Concat, OpKind.Expand,
+    OpKind.Reverse, OpKind.Gather, OpKind.ScatterAdd, OpKind.Conv, OpKind.Pool,
+}) | EXTENSIONS
+
+# High-level forward kinds produced by rlx_jax.nn primitives.
+FORWARD = frozenset({
+    OpKind.Softmax, OpKind.LayerNorm, OpKind.RmsNorm, OpKind.GroupNorm, OpKind.Attention,
+    OpKind.Rope, OpKind.AdaLayerNorm, OpKind.GatedResidual,
+    OpKind.SoftmaxCrossEntropyWithLogits,
+})
+
+BACKWARD = frozenset(k for k in OpKind if "Backward" in k.name)
+
+# Closed sub-operation sets (node attribute "fn").
+UNARY_FNS = frozenset("""
+    neg abs sign floor ceil round is_finite exp exp2 log log1p expm1 tanh sigmoid sin cos tan
+    asin acos atan sinh cosh asinh acosh atanh sqrt rsqrt cbrt square erf erfc erf_inv lgamma
+    digamma not population_count integer_pow relu gelu gelu_tanh silu
+""".split())
+BINARY_FNS = frozenset("""
+    add sub mul div rem pow max min atan2 nextafter and or xor
+    shift_left shift_right_logical shift_right_arithmetic
+""".split())
+COMPARE_FNS = frozenset("eq ne lt le gt ge".split())
+REDUCE_FNS = frozenset("sum max min prod and or xor".split())
+POOL_FNS = frozenset("sum max min".split())
+SCATTER_FNS = frozenset("replace add mul min max".split())

@@ -1,0 +1,47 @@
+"""Every op-table case on every available backend, against JAX on CPU."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rlx_jax
+from rlx_jax import errors
+
+from .conftest import BACKENDS
+from .op_table import CASES
+
+
+def _close(got, want, atol, rtol, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    assert got.dtype == want.dtype, (what, got.dtype, want.dtype)
+    if want.dtype == np.bool_ or jnp.issubdtype(want.dtype, jnp.integer):
+        np.testing.assert_array_equal(got, want, err_msg=what)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                   atol=atol, rtol=rtol, err_msg=what)
+
+
+def _run(case, backend, fn, args):
+    return rlx_jax.jit(fn, backend=backend, static_argnums=case.static_argnums)(*args)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_op(case, backend):
+    args = case.args(np.random.RandomState(0))
+    if backend in case.expect_error:
+        cls, _reason = case.expect_error[backend]
+        with pytest.raises(getattr(errors, cls)):
+            _run(case, backend, case.fn, args)
+        return
+    atol, rtol = case.tol.get(backend, (case.atol, case.rtol))
+    want = jax.jit(case.fn, static_argnums=case.static_argnums)(*args)
+    got = _run(case, backend, case.fn, args)
+    jax.tree.map(lambda g, w: _close(g, w, atol, rtol, case.name), got, want)
+    if case.grad:
+        def loss(*a):
+            return jnp.sum(case.fn(*a))
+        gwant = jax.grad(loss)(*args)
+        ggot = _run(case, backend, jax.grad(loss), args)
+        _close(ggot, gwant, atol * 10, rtol * 10, case.name + " grad")
