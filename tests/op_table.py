@@ -1,7 +1,8 @@
 """The op table: one record per case, crossed with every available backend by test_ops.py.
 
 A case is a JAX function plus an argument maker; the oracle is JAX itself on CPU. Known
-divergences of a backend are data (`expect_error` / `tol`) with a reason, never `if` chains.
+divergences of a backend are data with a reason, never `if` chains: they live in
+tests/divergences_<backend>.py as DIVERGENCES = {case name: Expect(...)}.
 """
 import dataclasses
 from typing import Callable
@@ -20,11 +21,16 @@ class Case:
     grad: bool = False                  # also check jax.grad of sum(fn(...)) w.r.t. arg 0
     atol: float = 1e-5
     rtol: float = 1e-5
-    # backend -> (error class name, reason): the backend must raise that documented error
-    expect_error: dict = dataclasses.field(default_factory=dict)
-    # backend -> (atol, rtol): looser tolerance on that backend, with the reason in a comment
-    tol: dict = dataclasses.field(default_factory=dict)
     static_argnums: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Expect:
+    """A known divergence of one backend on one case."""
+    reason: str
+    error: str = None                   # name of the rlx_jax.errors class the backend must raise
+    atol: float = None                  # looser tolerances on that backend
+    rtol: float = None
 
 
 def f32(*shape, lo=-2.0, hi=2.0):

@@ -8,6 +8,7 @@ import rlx_jax
 from rlx_jax import errors
 
 from .conftest import BACKENDS
+from .divergences import DIVERGENCES
 from .op_table import CASES
 
 
@@ -30,12 +31,13 @@ def _run(case, backend, fn, args):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_op(case, backend):
     args = case.args(np.random.RandomState(0))
-    if backend in case.expect_error:
-        cls, _reason = case.expect_error[backend]
-        with pytest.raises(getattr(errors, cls)):
+    div = DIVERGENCES.get(backend, {}).get(case.name)
+    if div is not None and div.error:
+        with pytest.raises(getattr(errors, div.error)):
             _run(case, backend, case.fn, args)
         return
-    atol, rtol = case.tol.get(backend, (case.atol, case.rtol))
+    atol = div.atol if div is not None and div.atol is not None else case.atol
+    rtol = div.rtol if div is not None and div.rtol is not None else case.rtol
     want = jax.jit(case.fn, static_argnums=case.static_argnums)(*args)
     got = _run(case, backend, case.fn, args)
     jax.tree.map(lambda g, w: _close(g, w, atol, rtol, case.name), got, want)
