@@ -11,7 +11,7 @@ import time
 import jax
 import numpy as np
 
-from .backends.base import get_backend
+from .backends.base import get_backend, kept_kinds
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
 from .passes.legalize import legalize
@@ -201,7 +201,7 @@ class Jitted:
         graph, out_tree, timings = self._trace(key, args, kwargs)
         backend = self._get_backend(graph)
         t0 = time.perf_counter()
-        keep = backend.claims(native_backward=self.options.get("native_backward", True))
+        keep = kept_kinds(backend, self.options.get("native_backward", True))
         legal = legalize(graph, keep, backend=backend.name)
         timings["legalize"] = time.perf_counter() - t0
         opts = {k: v for k, v in self.options.items() if k != "native_backward"}

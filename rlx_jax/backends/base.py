@@ -40,6 +40,18 @@ def available_backends():
     return [n for n in AUTO_ORDER if n in backends and backends[n].available()]
 
 
+def kept_kinds(backend, native_backward=True):
+    """The kinds legalization keeps for `backend`: SUPPORTED_OPS ∪ NATIVE_BACKWARD_OPS
+    (= SUPPORTED_OPS_TRAINING), minus every backward kind when `native_backward` is False.
+    BACKWARD_OPS (backward kinds run only by decomposition) are never kept."""
+    from ..ir.ops import BACKWARD
+    keep = frozenset(backend.SUPPORTED_OPS) | frozenset(backend.NATIVE_BACKWARD_OPS)
+    keep -= frozenset(backend.BACKWARD_OPS) - frozenset(backend.NATIVE_BACKWARD_OPS)
+    if not native_backward:
+        keep -= BACKWARD
+    return keep
+
+
 def get_backend(name, graph=None):
     backends = all_backends()
     if name == "auto":

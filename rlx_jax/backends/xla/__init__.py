@@ -20,9 +20,6 @@ class XlaBackend:
     def unavailable_reason(self):
         return ""
 
-    def claims(self, native_backward=True):
-        return self.SUPPORTED_OPS
-
     def lower(self, graph, **options):
         def run(*args):
             return interpret(graph, XLA_RULES, args, backend=self.name)
