@@ -17,16 +17,35 @@ from .frontend.trace import graph_from_jaxpr
 from .passes.legalize import legalize
 
 _SCALAR_TYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
+_SCALAR_TYPES_X64 = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
+                     float: np.dtype(np.float64)}
+_NARROW = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
+           np.dtype(np.uint64): np.dtype(np.uint32)}
+_DTYPES = {}   # dtype object of any array library -> numpy dtype (memoised: hot path)
 
 
-def _leaf_signature(x, path):
+def _to_np_dtype(dtype):
+    try:
+        return _DTYPES[dtype]
+    except (KeyError, TypeError):
+        pass
+    try:
+        out = np.dtype(dtype)
+    except TypeError:
+        from .backends.mlx.runtime import mlx_to_np_dtype  # an mx.Dtype
+        out = mlx_to_np_dtype(dtype)
+    try:
+        _DTYPES[dtype] = out
+    except TypeError:
+        pass
+    return out
+
+
+def _leaf_signature(x, path, x64=False):
     """(shape, dtype, weak_type) of one argument leaf, JAX's way."""
     t = type(x)
     if t in _SCALAR_TYPES:
-        dt = _SCALAR_TYPES[t]
-        if jax.config.jax_enable_x64 and t is not bool:
-            dt = np.dtype(np.int64 if t is int else np.float64)
-        return ((), dt, t is not bool)
+        return ((), (_SCALAR_TYPES_X64 if x64 else _SCALAR_TYPES)[t], t is not bool)
     shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
     if shape is None or dtype is None:
         if isinstance(x, complex):
@@ -36,18 +55,9 @@ def _leaf_signature(x, path):
             f"pass jax/numpy/mlx arrays or Python scalars, or mark it static "
             f"(static_argnums/static_argnames)")
     dtype = _to_np_dtype(dtype)
-    if not jax.config.jax_enable_x64 and dtype in (np.dtype(np.float64), np.dtype(np.int64),
-                                                   np.dtype(np.uint64)):
-        dtype = np.dtype({"f": np.float32, "i": np.int32, "u": np.uint32}[dtype.kind])
+    if not x64:
+        dtype = _NARROW.get(dtype, dtype)
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
-
-
-def _to_np_dtype(dtype):
-    try:
-        return np.dtype(dtype)
-    except TypeError:
-        from .backends.mlx.runtime import mlx_to_np_dtype  # mx.Dtype
-        return mlx_to_np_dtype(dtype)
 
 
 class Lowered:
@@ -150,9 +160,10 @@ class Jitted:
         leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
         paths = None
         sigs = []
+        x64 = jax.config.jax_enable_x64
         for i, x in enumerate(leaves):
             try:
-                sigs.append(_leaf_signature(x, f"#{i}"))
+                sigs.append(_leaf_signature(x, f"#{i}", x64))
             except BadArgumentError:
                 paths = paths or [jax.tree_util.keystr(p) for p, _ in
                                   jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0]]
