@@ -1,0 +1,29 @@
+"""The examples run end to end on every available backend (each asserts its own results)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import BACKENDS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_example(name, *argv, timeout=600):
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *argv],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, f"{name} {argv} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_quickstart(backend):
+    out = run_example("quickstart.py", "--backend", backend)
+    assert f"backend: {backend}" in out
+    assert out.strip().endswith("ok")
+
+
+def test_quickstart_auto_picks_first_available():
+    out = run_example("quickstart.py", "--steps", "50")
+    assert f"backend: {BACKENDS[0]}" in out
