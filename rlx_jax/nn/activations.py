@@ -1,0 +1,103 @@
+"""Activations and softmax as rlx primitives.
+
+Forward: `rlx_activation[fn]` (IR: Activation[fn]), `rlx_softmax[axis]` (IR: Softmax[axis]).
+Backward: `rlx_relu_backward` (ReluBackward), `rlx_activation_backward[fn]` (ActivationBackward).
+Softmax has no backward kind: its JVP is written with jnp ops.
+"""
+import jax
+import jax.numpy as jnp
+from jax.interpreters import ad
+
+from ._prim import Prim, define, differentiable
+
+FNS = {
+    "relu": jax.nn.relu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "silu": jax.nn.silu,
+    "sigmoid": jax.nn.sigmoid,
+    "tanh": jnp.tanh,
+}
+
+
+def activation_ref(x, *, fn):
+    return FNS[fn](x)
+
+
+def relu_backward_ref(x, dy):
+    return jnp.where(x > 0, dy, jnp.zeros_like(dy))
+
+
+def activation_backward_ref(x, dy, *, fn):
+    """dy · f'(x), from JAX's own derivative of the reference activation."""
+    return jax.jvp(FNS[fn], (x,), (dy,))[1]
+
+
+relu_backward_p = define("rlx_relu_backward", relu_backward_ref, rows=(0, 1))
+activation_backward_p = define("rlx_activation_backward", activation_backward_ref, rows=(0, 1))
+
+
+def _activation_bwd(ct, primals, need, *, fn):
+    x, = primals
+    if fn == "relu":
+        return [relu_backward_p.bind(x, ct)]
+    return [activation_backward_p.bind(x, ct, fn=fn)]
+
+
+activation_p = differentiable("rlx_activation", activation_ref, linear=(0,),
+                              backward=_activation_bwd, rows=(0,))
+
+
+def softmax_ref(x, *, axis):
+    m = jax.lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    e = jnp.exp(x - m)
+    return e / jnp.sum(e, axis=axis, keepdims=True)
+
+
+def _softmax_jvp(primals, tangents, *, axis):
+    x, = primals
+    t, = tangents
+    y = softmax_p.bind(x, axis=axis)
+    t = ad.instantiate_zeros(t)
+    return y, y * (t - jnp.sum(y * t, axis=axis, keepdims=True))
+
+
+softmax_p = Prim("rlx_softmax", softmax_ref, rows=(0,), jvp=_softmax_jvp)
+
+
+def _check_fn(fn):
+    if fn not in FNS:
+        raise ValueError(f"unknown activation {fn!r}; choose one of {sorted(FNS)}")
+
+
+def activation(x, fn):
+    _check_fn(fn)
+    return activation_p.bind(jnp.asarray(x), fn=fn)
+
+
+def relu(x):
+    """max(x, 0); gradient dy·(x > 0) as one ReluBackward node."""
+    return activation(x, "relu")
+
+
+def gelu(x, approximate=False):
+    """GELU (exact erf form, or the tanh approximation with approximate=True)."""
+    return activation(x, "gelu_tanh" if approximate else "gelu")
+
+
+def silu(x):
+    return activation(x, "silu")
+
+
+def sigmoid(x):
+    return activation(x, "sigmoid")
+
+
+def tanh(x):
+    return activation(x, "tanh")
+
+
+def softmax(x, axis=-1):
+    """exp(x - max) / sum(exp(x - max)) along `axis` (one Softmax node)."""
+    x = jnp.asarray(x)
+    return softmax_p.bind(x, axis=int(axis) % x.ndim - x.ndim)

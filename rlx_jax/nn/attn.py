@@ -1,0 +1,126 @@
+"""Scaled dot-product attention and rotary embeddings as rlx primitives.
+
+attention(q, k, v[, mask]): layout "BHSD" (q[B, H, Sq, D]) or "BSHD" (q[B, Sq, H, D]); the mask
+is broadcastable to [B, H, Sq, Sk] in either layout; bool masks keep True, additive masks are
+added to the scaled scores; causal masks key j > query i. Masked scores become the dtype's most
+negative finite value, so a fully masked row attends uniformly instead of producing NaN.
+"""
+import jax
+import jax.numpy as jnp
+
+from ._prim import define, differentiable
+
+
+def _to_bhsd(t, layout):
+    return t if layout == "BHSD" else jnp.swapaxes(t, 1, 2)
+
+
+def _scores(q, k, mask, *, scale, causal, layout, mask_kind):
+    q, k = _to_bhsd(q, layout), _to_bhsd(k, layout)
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) * jnp.asarray(scale, q.dtype)
+    low = jnp.finfo(s.dtype).min
+    if mask_kind == "additive":
+        s = s + mask.astype(s.dtype)
+    elif mask_kind == "bool":
+        s = jnp.where(mask, s, low)
+    if causal:
+        i = jax.lax.broadcasted_iota(jnp.int32, s.shape[-2:], 0)
+        j = jax.lax.broadcasted_iota(jnp.int32, s.shape[-2:], 1)
+        s = jnp.where(j <= i, s, low)
+    return s
+
+
+def _probs(q, k, mask, **params):
+    s = _scores(q, k, mask, **params)
+    m = jax.lax.stop_gradient(jnp.max(s, -1, keepdims=True))
+    e = jnp.exp(s - m)
+    return e / jnp.sum(e, -1, keepdims=True)
+
+
+def attention_ref(q, k, v, *mask, scale, causal, layout, mask_kind):
+    p = _probs(q, k, mask[0] if mask else None, scale=scale, causal=causal, layout=layout,
+               mask_kind=mask_kind)
+    o = jnp.einsum("bhqk,bhkd->bhqd", p, _to_bhsd(v, layout))
+    return _to_bhsd(o, layout)
+
+
+def attention_backward_ref(q, k, v, *rest, scale, causal, layout, mask_kind):
+    """(dq, dk, dv) from one recompute of the probabilities."""
+    mask, dout = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
+    params = dict(scale=scale, causal=causal, layout=layout, mask_kind=mask_kind)
+    p = _probs(q, k, mask, **params)
+    qb, kb, vb, db = (_to_bhsd(t, layout) for t in (q, k, v, dout))
+    dv = jnp.einsum("bhqk,bhqd->bhkd", p, db)
+    dp = jnp.einsum("bhqd,bhkd->bhqk", db, vb)
+    ds = p * (dp - jnp.sum(dp * p, -1, keepdims=True)) * jnp.asarray(scale, p.dtype)
+    dq = jnp.einsum("bhqk,bhkd->bhqd", ds, kb)
+    dk = jnp.einsum("bhqk,bhqd->bhkd", ds, qb)
+    return tuple(_to_bhsd(t, layout) for t in (dq, dk, dv))
+
+
+attention_bwd_p = define("rlx_attention_backward", attention_backward_ref, multiple_results=True)
+
+
+def _attention_bwd(ct, primals, need, **params):
+    return list(attention_bwd_p.bind(*primals, ct, **params))
+
+
+attention_p = differentiable("rlx_attention", attention_ref, linear=(0, 1, 2),
+                             backward=_attention_bwd)
+
+
+def attention(q, k, v, mask=None, *, scale=None, causal=False, layout="BHSD"):
+    """softmax(q·kᵀ·scale + mask)·v; scale defaults to 1/sqrt(D). One Attention node; its
+    gradient is one AttentionBackward node (dq, dk, dv)."""
+    q, k, v = jnp.asarray(q), jnp.asarray(k), jnp.asarray(v)
+    if layout not in ("BHSD", "BSHD"):
+        raise ValueError(f"attention layout must be 'BHSD' or 'BSHD', got {layout!r}")
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"attention expects rank-4 q, k, v in layout {layout}, got shapes "
+                         f"{q.shape}, {k.shape}, {v.shape}")
+    scale = float(1.0 / q.shape[-1] ** 0.5 if scale is None else scale)
+    operands, kind = (q, k, v), "none"
+    if mask is not None:
+        mask = jnp.asarray(mask)
+        kind = "bool" if mask.dtype == jnp.bool_ else "additive"
+        operands += (mask,)
+    return attention_p.bind(*operands, scale=scale, causal=bool(causal), layout=layout,
+                            mask_kind=kind)
+
+
+# ---- Rope (rotate-half) ----
+def rope_ref(x, cos, sin):
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def rope_backward_ref(dy, cos, sin):
+    return rope_ref(dy, cos, -sin)
+
+
+rope_bwd_p = define("rlx_rope_backward", rope_backward_ref, rows=(0,))
+
+
+def _rope_bwd(ct, primals, need):
+    _, cos, sin = primals
+    return [rope_bwd_p.bind(ct, cos, sin)]
+
+
+rope_p = differentiable("rlx_rope", rope_ref, linear=(0,), backward=_rope_bwd, rows=(0,))
+
+
+def rope(x, cos, sin):
+    """Rotary embedding, rotate-half convention: x[..., S, D], cos/sin[S, D/2]."""
+    x, cos, sin = jnp.asarray(x), jnp.asarray(cos), jnp.asarray(sin)
+    if x.shape[-1] % 2 or cos.shape != (x.shape[-2], x.shape[-1] // 2) or sin.shape != cos.shape:
+        raise ValueError(f"rope expects x[..., S, D] with even D and cos/sin[S, D/2]; got "
+                         f"{x.shape}, {cos.shape}, {sin.shape}")
+    return rope_p.bind(x, cos, sin)
+
+
+def rope_tables(seq_len, dim, base=10000.0, dtype=jnp.float32):
+    """cos, sin tables [seq_len, dim/2] for `rope`."""
+    inv = 1.0 / (base ** (jnp.arange(0, dim // 2, dtype=jnp.float32) * 2 / dim))
+    ang = jnp.arange(seq_len, dtype=jnp.float32)[:, None] * inv[None]
+    return jnp.cos(ang).astype(dtype), jnp.sin(ang).astype(dtype)

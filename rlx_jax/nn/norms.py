@@ -1,0 +1,181 @@
+"""Normalizations as rlx primitives: layer_norm, rms_norm, group_norm, ada_layer_norm,
+gated_residual. All statistics over the last axis (group_norm: per sample and group, channels
+last); reference implementations compute in the input dtype."""
+import jax
+import jax.numpy as jnp
+
+from ._prim import define, differentiable
+
+
+def _rows(x, keep):
+    """Sum over every axis but the last `keep`."""
+    return jnp.sum(x, axis=tuple(range(x.ndim - keep)))
+
+
+def _stats(x, eps, axes=-1):
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    xc = x - mean
+    r = jax.lax.rsqrt(jnp.mean(xc * xc, axis=axes, keepdims=True) + eps)
+    return xc * r, r
+
+
+# ---- LayerNorm ----
+def layer_norm_ref(x, gamma, beta, *, eps):
+    return _stats(x, eps)[0] * gamma + beta
+
+
+def ln_backward_input_ref(x, gamma, dy, *, eps):
+    xhat, r = _stats(x, eps)
+    g = dy * gamma
+    return r * (g - jnp.mean(g, -1, keepdims=True) - xhat * jnp.mean(g * xhat, -1, keepdims=True))
+
+
+def ln_backward_gamma_ref(x, dy, *, eps):
+    return _rows(dy * _stats(x, eps)[0], 1)
+
+
+ln_bwd_input_p = define("rlx_layer_norm_backward_input", ln_backward_input_ref, rows=(0, 2))
+ln_bwd_gamma_p = define("rlx_layer_norm_backward_gamma", ln_backward_gamma_ref)
+
+
+def _ln_bwd(ct, primals, need, *, eps):
+    x, gamma, _ = primals
+    return [ln_bwd_input_p.bind(x, gamma, ct, eps=eps) if need[0] else None,
+            ln_bwd_gamma_p.bind(x, ct, eps=eps) if need[1] else None,
+            _rows(ct, 1) if need[2] else None]
+
+
+layer_norm_p = differentiable("rlx_layer_norm", layer_norm_ref, linear=(0, 1, 2),
+                              backward=_ln_bwd, rows=(0,))
+
+
+# ---- RmsNorm ----
+def _rms(x, eps):
+    return jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps)
+
+
+def rms_norm_ref(x, gamma, *beta, eps, has_beta):
+    y = x * _rms(x, eps) * gamma
+    return y + beta[0] if has_beta else y
+
+
+def rms_backward_input_ref(x, gamma, dy, *, eps):
+    r = _rms(x, eps)
+    g = dy * gamma
+    return r * g - x * r ** 3 * jnp.mean(x * g, -1, keepdims=True)
+
+
+def rms_backward_gamma_ref(x, dy, *, eps):
+    return _rows(dy * x * _rms(x, eps), 1)
+
+
+def rms_backward_beta_ref(dy):
+    return _rows(dy, 1)
+
+
+rms_bwd_input_p = define("rlx_rms_norm_backward_input", rms_backward_input_ref, rows=(0, 2))
+rms_bwd_gamma_p = define("rlx_rms_norm_backward_gamma", rms_backward_gamma_ref)
+rms_bwd_beta_p = define("rlx_rms_norm_backward_beta", rms_backward_beta_ref)
+
+
+def _rms_bwd(ct, primals, need, *, eps, has_beta):
+    x, gamma = primals[:2]
+    out = [rms_bwd_input_p.bind(x, gamma, ct, eps=eps) if need[0] else None,
+           rms_bwd_gamma_p.bind(x, ct, eps=eps) if need[1] else None]
+    if has_beta:
+        out.append(rms_bwd_beta_p.bind(ct) if need[2] else None)
+    return out
+
+
+rms_norm_p = differentiable("rlx_rms_norm", rms_norm_ref, linear=(0, 1, 2), backward=_rms_bwd,
+                            rows=(0,))
+
+
+# ---- GroupNorm (channels last: x[N, ..., C]) ----
+def _grouped(x, num_groups):
+    n, c = x.shape[0], x.shape[-1]
+    return x.reshape(n, -1, num_groups, c // num_groups)
+
+
+def group_norm_ref(x, gamma, beta, *, num_groups, eps):
+    xhat = _stats(_grouped(x, num_groups), eps, axes=(1, 3))[0].reshape(x.shape)
+    return xhat * gamma + beta
+
+
+def gn_backward_input_ref(x, gamma, dy, *, num_groups, eps):
+    xhat, r = _stats(_grouped(x, num_groups), eps, axes=(1, 3))
+    g = _grouped(dy * gamma, num_groups)
+    m = lambda v: jnp.mean(v, axis=(1, 3), keepdims=True)  # noqa: E731
+    return (r * (g - m(g) - xhat * m(g * xhat))).reshape(x.shape)
+
+
+def gn_backward_gamma_ref(x, dy, *, num_groups, eps):
+    xhat = _stats(_grouped(x, num_groups), eps, axes=(1, 3))[0].reshape(x.shape)
+    return _rows(dy * xhat, 1)
+
+
+def gn_backward_beta_ref(dy):
+    return _rows(dy, 1)
+
+
+gn_bwd_input_p = define("rlx_group_norm_backward_input", gn_backward_input_ref)
+gn_bwd_gamma_p = define("rlx_group_norm_backward_gamma", gn_backward_gamma_ref)
+gn_bwd_beta_p = define("rlx_group_norm_backward_beta", gn_backward_beta_ref)
+
+
+def _gn_bwd(ct, primals, need, *, num_groups, eps):
+    x, gamma, _ = primals
+    kw = dict(num_groups=num_groups, eps=eps)
+    return [gn_bwd_input_p.bind(x, gamma, ct, **kw) if need[0] else None,
+            gn_bwd_gamma_p.bind(x, ct, **kw) if need[1] else None,
+            gn_bwd_beta_p.bind(ct) if need[2] else None]
+
+
+group_norm_p = differentiable("rlx_group_norm", group_norm_ref, linear=(0, 1, 2),
+                              backward=_gn_bwd)
+
+
+# ---- DiT modulation: AdaLayerNorm, GatedResidual (x[B, S, D], per-sample vectors [B, D]) ----
+def ada_layer_norm_ref(x, shift, scale, *, eps):
+    return _stats(x, eps)[0] * (1 + scale[:, None]) + shift[:, None]
+
+
+def ada_backward_ref(x, scale, dy, *, eps):
+    xhat, r = _stats(x, eps)
+    g = dy * (1 + scale[:, None])
+    dx = r * (g - jnp.mean(g, -1, keepdims=True) - xhat * jnp.mean(g * xhat, -1, keepdims=True))
+    return dx, jnp.sum(dy, axis=1), jnp.sum(dy * xhat, axis=1)
+
+
+ada_bwd_p = define("rlx_ada_layer_norm_backward", ada_backward_ref, multiple_results=True)
+
+
+def _ada_bwd(ct, primals, need, *, eps):
+    x, _, scale = primals
+    dx, dshift, dscale = ada_bwd_p.bind(x, scale, ct, eps=eps)
+    return [dx, dshift, dscale]
+
+
+ada_layer_norm_p = differentiable("rlx_ada_layer_norm", ada_layer_norm_ref, linear=(0, 1, 2),
+                                  backward=_ada_bwd)
+
+
+def gated_residual_ref(x, gate, y):
+    return x + gate[:, None] * y
+
+
+def gated_backward_ref(gate, y, dout):
+    return jnp.sum(dout * y, axis=1), gate[:, None] * dout
+
+
+gated_bwd_p = define("rlx_gated_residual_backward", gated_backward_ref, multiple_results=True)
+
+
+def _gated_bwd(ct, primals, need, **params):
+    _, gate, y = primals
+    dgate, dy = gated_bwd_p.bind(gate, y, ct) if (need[1] or need[2]) else (None, None)
+    return [ct, dgate, dy]
+
+
+gated_residual_p = differentiable("rlx_gated_residual", gated_residual_ref, linear=(0, 1, 2),
+                                  backward=_gated_bwd)
