@@ -21,6 +21,7 @@ UNSUPPORTED = {
 }
 
 from . import elementwise, linalg, reduce, shape, index, conv  # noqa: E402,F401
+from . import nn  # noqa: E402,F401
 
 for _name in UNSUPPORTED:
     assert _name not in JAXPR_RULES, _name
