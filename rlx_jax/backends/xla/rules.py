@@ -101,7 +101,7 @@ def _cumulative(ctx, node, x):
 def _sort(ctx, node, *xs):
     out = lax.sort(xs, dimension=node.attrs["dimension"], is_stable=node.attrs["is_stable"],
                    num_keys=node.attrs["num_keys"])
-    return tuple(out)
+    return tuple(out) if len(xs) > 1 else out[0]
 
 
 xla_rule(K.TopK)(lambda ctx, node, x: tuple(lax.top_k(x, node.attrs["k"])))
@@ -116,10 +116,11 @@ xla_rule(K.Slice)(lambda ctx, node, x: lax.slice(
     x, node.attrs["start"], node.attrs["limit"], node.attrs["strides"]))
 xla_rule(K.Narrow)(lambda ctx, node, x: lax.slice_in_dim(
     x, node.attrs["start"], node.attrs["start"] + node.attrs["length"], axis=node.attrs["axis"]))
+# starts are clamped into bounds; negative starts are NOT wrapped (the primitive's semantics)
 xla_rule(K.DynamicSlice)(lambda ctx, node, x, *starts: lax.dynamic_slice(
-    x, starts, node.attrs["sizes"]))
+    x, starts, node.attrs["sizes"], allow_negative_indices=False))
 xla_rule(K.DynamicUpdateSlice)(lambda ctx, node, x, u, *starts: lax.dynamic_update_slice(
-    x, u, starts))
+    x, u, starts, allow_negative_indices=False))
 
 
 @xla_rule(K.Gather)
@@ -148,7 +149,8 @@ def _conv(ctx, node, x, w):
     a = node.attrs
     return lax.conv_general_dilated(
         x, w, a["window_strides"], a["padding"], a["lhs_dilation"], a["rhs_dilation"],
-        a["dimension_numbers"], a["feature_group_count"], a["batch_group_count"],
+        lax.ConvDimensionNumbers(*a["dimension_numbers"]), a["feature_group_count"],
+        a["batch_group_count"],
         preferred_element_type=a.get("preferred_element_type"))
 
 

@@ -10,7 +10,13 @@ def _broadcast_in_dim(ctx, x, *dyn, shape, broadcast_dimensions, **params):
     return ctx.b.expand(x, shape, tuple(int(d) for d in broadcast_dimensions))
 
 
-jaxpr_rule("reshape")(lambda ctx, x, *, new_sizes, **params: ctx.b.reshape(x, new_sizes))
+@jaxpr_rule("reshape")
+def _reshape(ctx, x, *dyn, new_sizes, dimensions=None, **params):
+    """reshape[dimensions=p] transposes by p first (JAX's AD emits it)."""
+    if dimensions is not None:
+        x = ctx.b.transpose(x, dimensions)
+    return ctx.b.reshape(x, new_sizes)
+
 jaxpr_rule("squeeze")(lambda ctx, x, *, dimensions: ctx.b.reshape(x, ctx.out_avals[0][0]))
 jaxpr_rule("expand_dims")(lambda ctx, x, **params: ctx.b.reshape(x, ctx.out_avals[0][0]))
 jaxpr_rule("transpose")(lambda ctx, x, *, permutation: ctx.b.transpose(x, permutation))

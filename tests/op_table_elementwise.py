@@ -1,0 +1,174 @@
+"""Op-table cases: elementwise unary, binary, bitwise, comparisons, selects and conversions."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.scipy import special as jsp
+
+from .op_table_base import (BF16, BOOL, F16, F32, FLOATS, I32, INTS, U32, Case, args, arr,
+                            const, f32, over)
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _unary(name, fn, lo=-2.0, hi=2.0, dtypes=FLOATS, grad=True, special=(), scale=1.0):
+    return over(name, fn, dtypes, lambda dt: args(arr(dt, 3, 5, lo=lo, hi=hi, special=special)),
+                grad=grad, scale=scale)
+
+
+def _binary(name, fn, dtypes, lo=-3, hi=3, lo2=None, hi2=None, grad=False, scale=1.0):
+    lo2 = lo if lo2 is None else lo2
+    hi2 = hi if hi2 is None else hi2
+    return over(name, fn, dtypes, lambda dt: args(arr(dt, 3, 4, lo=lo, hi=hi),
+                                                  arr(dt, 3, 4, lo=lo2, hi=hi2)),
+                grad=grad, scale=scale)
+
+
+UNARY_CASES = [
+    *_unary("neg", lax.neg), *_unary("neg", lax.neg, dtypes=(I32,), grad=False),
+    *_unary("abs", lax.abs), *_unary("abs", lax.abs, dtypes=(I32,), grad=False),
+    *_unary("sign", lax.sign, grad=False, special=(0.0, -0.0, NAN, -INF)),
+    *_unary("sign", lax.sign, dtypes=(I32,), grad=False),
+    *_unary("sign", lax.sign, dtypes=(U32,), lo=0, grad=False),
+    *_unary("floor", lax.floor, grad=False, special=(-0.5, 0.5, 2.0)),
+    *_unary("ceil", lax.ceil, grad=False, special=(-0.5, 0.5, 2.0)),
+    # jnp.round: half to even; lax.round default: half away from zero
+    *_unary("round_even", jnp.round, lo=-4, hi=4, grad=False,
+            special=(0.5, 1.5, 2.5, -0.5, -2.5)),
+    *_unary("round_away", lax.round, lo=-4, hi=4, grad=False, special=(0.5, 1.5, -0.5, -2.5)),
+    *_unary("is_finite", jnp.isfinite, grad=False, special=(NAN, INF, -INF, 1.0)),
+    *_unary("exp", lax.exp), *_unary("exp2", jnp.exp2),
+    *_unary("log", lax.log, lo=0.1, hi=4.0), *_unary("log1p", lax.log1p, lo=-0.5, hi=3.0),
+    *_unary("expm1", lax.expm1), *_unary("tanh", lax.tanh),
+    *_unary("logistic", jax.nn.sigmoid, lo=-6, hi=6),
+    *_unary("sin", lax.sin), *_unary("cos", lax.cos), *_unary("tan", lax.tan, lo=-1.2, hi=1.2),
+    *_unary("asin", lax.asin, lo=-0.9, hi=0.9), *_unary("acos", lax.acos, lo=-0.9, hi=0.9),
+    *_unary("atan", lax.atan, lo=-4, hi=4),
+    *_unary("sinh", lax.sinh), *_unary("cosh", lax.cosh), *_unary("asinh", lax.asinh, lo=-4),
+    *_unary("acosh", lax.acosh, lo=1.1, hi=4.0), *_unary("atanh", lax.atanh, lo=-0.9, hi=0.9),
+    *_unary("sqrt", lax.sqrt, lo=0.1, hi=4.0), *_unary("rsqrt", lax.rsqrt, lo=0.1, hi=4.0),
+    *_unary("cbrt", lax.cbrt, lo=-4, hi=4),
+    *_unary("square", jnp.square), *_unary("square", jnp.square, dtypes=(I32,), grad=False),
+    *_unary("erf", lax.erf), *_unary("erfc", lax.erfc),
+    *_unary("erf_inv", lax.erf_inv, lo=-0.9, hi=0.9, scale=2.0),
+    *_unary("lgamma", lax.lgamma, lo=0.1, hi=5.0, scale=2.0),
+    *_unary("digamma", lax.digamma, lo=0.2, hi=5.0, scale=2.0, grad=False),
+    *_unary("integer_pow3", lambda x: x ** 3),
+    *_unary("integer_pow_neg2", lambda x: lax.integer_pow(x, -2), lo=0.5, hi=2.0),
+    *_unary("integer_pow2", lambda x: x ** 2, dtypes=(I32,), grad=False),
+    *over("not", lax.bitwise_not, (I32, U32, BOOL), lambda dt: args(arr(dt, 3, 4, lo=-9, hi=9))),
+    *over("population_count", lax.population_count, (I32, U32),
+          lambda dt: args(arr(dt, 3, 4, lo=-1000, hi=1000))),
+]
+
+_SHIFT_AMOUNTS = [[0, 1, 5, 31], [32, 33, 40, 7], [2, 3, 30, 64]]
+_SHIFTED = [[1, -1, 12345, -7], [-2 ** 31, 2 ** 31 - 1, 3, -3], [100, -100, 1, 9]]
+
+
+def _shift(name, fn):
+    return [Case(f"{name}_{dt}", fn, args(const(np.asarray(_SHIFTED).astype(np.int64)
+                                                .astype(dt), dt),
+                                          const(_SHIFT_AMOUNTS, dt)))
+            for dt in ("int32", "uint32")]
+
+
+BINARY_CASES = [
+    *_binary("add", lax.add, FLOATS + INTS, grad=True), *_binary("sub", lax.sub, FLOATS + (I32,),
+                                                                 grad=True),
+    *_binary("mul", lax.mul, FLOATS + INTS, grad=True),
+    *_binary("div", lax.div, FLOATS, lo2=0.5, hi2=3.0, grad=True),
+    # integer division truncates toward zero; rem takes the dividend's sign
+    Case("div_i32_signs", lax.div, args(const([[7, -7, 7, -7], [1, -9, 0, 5]], I32),
+                                        const([[2, 2, -2, -2], [3, 4, 5, -6]], I32))),
+    Case("rem_i32_signs", lax.rem, args(const([[7, -7, 7, -7], [1, -9, 0, 5]], I32),
+                                        const([[2, 2, -2, -2], [3, 4, 5, -6]], I32))),
+    Case("div_u32", lax.div, args(arr(U32, 3, 4, lo=0, hi=100), arr(U32, 3, 4, lo=1, hi=9))),
+    Case("rem_u32", lax.rem, args(arr(U32, 3, 4, lo=0, hi=100), arr(U32, 3, 4, lo=1, hi=9))),
+    Case("floor_divide_i32", jnp.floor_divide, args(arr(I32, 3, 4, lo=-20, hi=20),
+                                                    const([[3, -3, 4, -4]] * 3, I32))),
+    Case("remainder_i32", jnp.remainder, args(arr(I32, 3, 4, lo=-20, hi=20),
+                                              const([[3, -3, 4, -4]] * 3, I32))),
+    *_binary("rem", lax.rem, FLOATS, lo=-5, hi=5, lo2=0.5, hi2=2.0, grad=True),
+    Case("rem_f32_signs", lax.rem, args(const([5.5, -5.5, 5.5, -5.5, 0.0], F32),
+                                        const([2.0, 2.0, -2.0, -2.0, 3.0], F32))),
+    *_binary("pow", lax.pow, FLOATS, lo=0.2, hi=3.0, lo2=-2.0, hi2=2.0, grad=True, scale=2.0),
+    *_binary("max", lax.max, FLOATS + INTS, grad=True),
+    *_binary("min", lax.min, FLOATS + INTS, grad=True),
+    Case("max_nan_f32", lax.max, args(const([NAN, 1.0, -INF, 0.0], F32),
+                                      const([1.0, NAN, 2.0, -0.0], F32))),
+    Case("min_nan_f32", lax.min, args(const([NAN, 1.0, INF, 0.0], F32),
+                                      const([1.0, NAN, 2.0, -0.0], F32))),
+    *_binary("atan2", lax.atan2, FLOATS, grad=True, scale=2.0),
+    *_binary("nextafter", lax.nextafter, (F32,)),
+    Case("nextafter_special_f32", lax.nextafter, args(const([0.0, 1.0, -1.0, NAN, 1.0], F32),
+                                                      const([1.0, 2.0, -2.0, 0.0, 1.0], F32))),
+    *over("and", lax.bitwise_and, (I32, U32, BOOL),
+          lambda dt: args(arr(dt, 3, 4, lo=-50, hi=50), arr(dt, 3, 4, lo=-50, hi=50))),
+    *over("or", lax.bitwise_or, (I32, U32, BOOL),
+          lambda dt: args(arr(dt, 3, 4, lo=-50, hi=50), arr(dt, 3, 4, lo=-50, hi=50))),
+    *over("xor", lax.bitwise_xor, (I32, U32, BOOL),
+          lambda dt: args(arr(dt, 3, 4, lo=-50, hi=50), arr(dt, 3, 4, lo=-50, hi=50))),
+    *_shift("shift_left", lax.shift_left),
+    *_shift("shift_right_logical", lax.shift_right_logical),
+    *_shift("shift_right_arithmetic", lax.shift_right_arithmetic),
+    # weak-typed python scalars keep the array's dtype
+    *over("weak_scalar_mul", lambda x: x * 2.5 + 1, FLOATS, lambda dt: args(arr(dt, 3, 4)),
+          grad=True),
+    Case("weak_scalar_add_i32", lambda x: x + 3 - 1, args(arr(I32, 3, 4))),
+    Case("broadcast_binary_f32", lambda x, y: x * y, args(f32(3, 1), f32(1, 4)), grad=True),
+]
+
+
+def _cmp(name, fn):
+    cases = over(name, fn, FLOATS + INTS,
+                 lambda dt: args(arr(dt, 3, 4, lo=0, hi=3), arr(dt, 3, 4, lo=0, hi=3)))
+    cases.append(Case(f"{name}_nan_f32", fn, args(const([NAN, 1.0, NAN, -0.0], F32),
+                                                  const([NAN, NAN, 1.0, 0.0], F32))))
+    cases.append(Case(f"{name}_bool", fn, args(arr(BOOL, 3, 4), arr(BOOL, 3, 4))))
+    return cases
+
+
+COMPARE_CASES = [c for p, fn in [("eq", lax.eq), ("ne", lax.ne), ("lt", lax.lt),
+                                 ("le", lax.le), ("gt", lax.gt), ("ge", lax.ge)]
+                 for c in _cmp(p, fn)]
+
+
+def _convert(src, dst, lo=-3, hi=3, special=()):
+    return Case(f"convert_{src}_to_{dst}".replace("float", "f").replace("int", "i"),
+                lambda x: lax.convert_element_type(x, jnp.dtype(dst)),
+                args(arr(src, 3, 5, lo=lo, hi=hi, special=special)))
+
+
+SELECT_CAST_CASES = [
+    *over("select_n", lambda p, x, y: jnp.where(p, x, y), FLOATS + (I32, BOOL),
+          lambda dt: args(arr(BOOL, 3, 4), arr(dt, 3, 4), arr(dt, 3, 4))),
+    Case("select_n_int_pred_f32", lambda p, x, y, z: lax.select_n(p, x, y, z),
+         args(arr(I32, 3, 4, lo=0, hi=2), f32(3, 4), f32(3, 4), f32(3, 4))),
+    Case("select_n_grad_f32", lambda x, p: jnp.where(p, x * x, -x), args(f32(3, 4),
+                                                                         arr(BOOL, 3, 4)),
+         grad=True),
+    *over("clamp", lambda x: lax.clamp(jnp.asarray(-1, x.dtype), x, jnp.asarray(1, x.dtype)),
+          FLOATS, lambda dt: args(arr(dt, 3, 4)),
+          grad=True),
+    Case("clamp_arrays_f32", lax.clamp, args(f32(3, 4, hi=-0.5), f32(3, 4), f32(3, 4, lo=0.5))),
+    Case("clamp_i32", lambda x: lax.clamp(-2, x, 2), args(arr(I32, 3, 4, lo=-5, hi=5))),
+    *[_convert(s, d) for s, d in [(F32, F16), (F32, BF16), (F16, F32), (BF16, F32), (F16, BF16),
+                                  (I32, F32), (I32, F16), (BOOL, F32), (BOOL, I32), (I32, BOOL),
+                                  (I32, U32), (U32, I32)]],
+    _convert(F32, I32, lo=-100, hi=100, special=(-2.7, 2.7, -0.5)),
+    _convert(F32, U32, lo=0, hi=1000, special=(2.7,)),
+    _convert(F32, BOOL, special=(0.0, -0.0, NAN)),
+    _convert(U32, F32, lo=0, hi=2 ** 31 - 1),
+    Case("convert_grad_f32", lambda x: lax.convert_element_type(x, F16).astype(F32) * x,
+         args(f32(3, 4)), grad=True),
+    *[Case(f"bitcast_{s}_to_{d}", lambda x, d=d: lax.bitcast_convert_type(x, jnp.dtype(d)),
+           args(arr(s, *shape, lo=-1000, hi=1000))) for s, d, shape in [
+               (F32, I32, (3, 4)), (I32, F32, (3, 4)), (F32, U32, (3, 4)), (F16, "int16", (3,)),
+               (F32, F16, (3,)), (F16, F32, (3, 2)), (BF16, F16, (4,)), (U32, "uint8", (2, 2))]],
+    Case("reduce_precision_f32", lambda x: lax.reduce_precision(x, 5, 10),
+         args(f32(3, 4, lo=-1e5, hi=1e5)), grad=True, rtol=1e-6),
+    Case("reduce_precision_bf16", lambda x: lax.reduce_precision(x, 4, 3),
+         args(arr(BF16, 3, 4)), atol=0, rtol=0),
+]
+
+CASES = UNARY_CASES + BINARY_CASES + COMPARE_CASES + SELECT_CAST_CASES
