@@ -1,0 +1,76 @@
+"""The Core ML backend object: claims, options, build / convert / cache / run."""
+import os
+import time
+
+from ...errors import RlxError
+from . import claims, package
+from .mil import MIL_RULES, build_program as _build, io_names
+
+
+def _opset(options):
+    return options.target
+
+
+def build(graph, options, timings=None):
+    """Legalized graph -> MilProgram (timed as "mil_build")."""
+    t0 = time.perf_counter()
+    prog = _build(graph, _opset(options), options.input_names, options.output_names)
+    if timings is not None:
+        timings["mil_build"] = time.perf_counter() - t0
+    return prog
+
+
+def write_package(graph, options, path, timings=None):
+    """Builds, converts and saves `graph` as an .mlpackage at `path`."""
+    prog = build(graph, options, timings)
+    model = package.convert(prog, options, timings)
+    package.describe(model, graph, options)
+    t0 = time.perf_counter()
+    package.save(model, path)
+    if timings is not None:
+        timings["save"] = time.perf_counter() - t0
+    return path
+
+
+class CoremlBackend:
+    name = "coreml"
+    SUPPORTED_OPS = claims.SUPPORTED_OPS
+    NATIVE_BACKWARD_OPS = claims.NATIVE_BACKWARD_OPS
+    BACKWARD_OPS = claims.BACKWARD_OPS
+    SUPPORTED_OPS_TRAINING = claims.SUPPORTED_OPS_TRAINING
+    options = package.OPTIONS
+    rules = MIL_RULES
+
+    def available(self):
+        try:
+            import coremltools  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def unavailable_reason(self):
+        return "" if self.available() else "coremltools is not installed (pip install coremltools)"
+
+    def supports(self, graph):
+        from .legality import check_graph
+        try:
+            check_graph(graph)
+        except RlxError:
+            return False
+        return True
+
+    def build_program(self, graph, name=None, **options):
+        return build(graph, package.Options(**options))
+
+    def package_path(self, graph, options):
+        key = package.graph_hash(graph, options)
+        return os.path.join(package.cache_dir(), f"{graph.name}-{key}.mlpackage")
+
+    def lower(self, graph, name=None, timings=None, **options):
+        from .runtime import CoremlExecutable
+        opts = package.Options(**options)
+        path = self.package_path(graph, opts)
+        if not os.path.exists(path):
+            write_package(graph, opts, path, timings)
+        ins, outs = io_names(graph, opts.input_names, opts.output_names)
+        return CoremlExecutable(graph, path, ins, outs, opts.ct_units())

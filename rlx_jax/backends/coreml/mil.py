@@ -1,0 +1,126 @@
+"""IR -> MIL: MIL_RULES (OpKind -> rule) run through the one interpreter loop inside a MIL
+Function, giving a coremltools MIL Program.
+
+A rule is `rule(ctx, node, *operands) -> mil Var | tuple`; operands are MIL Vars. The families
+live in mil_elementwise.py, mil_shape.py, mil_reduce.py, mil_index.py and mil_conv.py. JAX
+semantics are those of backends/xla/rules.py.
+"""
+import numpy as np
+
+from ...errors import LoweringError
+from ...ir.interpret import interpret, rule_table
+from . import legality
+
+MIL_RULES, mil_rule = rule_table("MIL_RULES")
+
+
+class MilCtx:
+    """What rules need: the MIL builder, the opset, and small helpers for constants."""
+
+    def __init__(self, mb, opset):
+        self.mb = mb
+        self.opset = opset
+
+    def const(self, value, dtype=None):
+        """A MIL const of exactly `dtype` (numpy); Python ints become int32."""
+        arr = np.asarray(value, dtype=dtype)
+        if arr.dtype == np.int64:
+            arr = arr.astype(np.int32)
+        elif arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        return self.mb.const(val=arr)
+
+    def scalar(self, value, like_dtype):
+        return self.const(np.asarray(value, dtype=legality.mil_np_dtype(like_dtype)))
+
+    def np_dtype(self, var):
+        from coremltools.converters.mil.mil import types
+        return np.dtype(types.nptype_from_builtin(var.dtype))
+
+    def like(self, value, var):
+        """A scalar const of `var`'s dtype."""
+        return self.mb.const(val=np.asarray(value, dtype=self.np_dtype(var)))
+
+    def ints(self, xs):
+        return np.asarray(list(xs), dtype=np.int32)
+
+
+def refuse(node, what, todo="use backend='xla' or 'mlx' for this op"):
+    raise LoweringError(f"Core ML cannot express {node.kind.name}: {what}; {todo}")
+
+
+class MilProgram:
+    """A built MIL program plus the names and dtypes of its model inputs and outputs."""
+
+    def __init__(self, program, opset, input_names, output_names, boundary):
+        self.program, self.opset = program, opset
+        self.input_names, self.output_names = input_names, output_names
+        self.boundary = boundary              # legality.Boundary: host-side dtype conversions
+
+    def op_counts(self):
+        counts = {}
+        for op in self.program.functions["main"].operations:
+            if op.op_type == "const":
+                continue
+            counts[op.op_type] = counts.get(op.op_type, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def as_text(self):
+        return str(self.program)
+
+
+def _load_families():
+    from . import mil_conv, mil_elementwise, mil_index, mil_reduce, mil_shape  # noqa: F401
+
+
+def sanitize(name, used):
+    """A MIL/Core ML identifier from a pytree path; unique within `used`."""
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in str(name)).strip("_") or "x"
+    while "__" in out:
+        out = out.replace("__", "_")
+    if out[0].isdigit():
+        out = "x_" + out
+    base, i = out, 1
+    while out in used:
+        out, i = f"{base}_{i}", i + 1
+    used.add(out)
+    return out
+
+
+def io_names(graph, input_names=None, output_names=None):
+    """Model input and output names: given (sanitised, made unique) or input_<i> / output[_<i>]."""
+    used = set()
+
+    def names(prefix, n, given):
+        if given is not None:
+            given = list(given)
+            if len(given) != n:
+                raise LoweringError(f"{prefix}_names has {len(given)} names for {n} values")
+            return [sanitize(g, used) for g in given]
+        if n == 1 and prefix == "output":
+            return [sanitize("output", used)]
+        return [sanitize(f"{prefix}_{i}", used) for i in range(n)]
+    return (names("input", len(graph.inputs), input_names),
+            names("output", len(graph.outputs), output_names))
+
+
+def build_program(graph, opset, input_names=None, output_names=None):
+    """Lowers `graph` to a MIL Program with one function "main"."""
+    from coremltools.converters.mil import Builder as mb
+    from coremltools.converters.mil.mil import Function, Program
+    _load_families()
+    boundary = legality.check_graph(graph)
+    in_names, out_names = io_names(graph, input_names, output_names)
+    specs = {n: mb.TensorSpec(shape=boundary.model_shape(v), dtype=boundary.mil_type(v, True))
+             for n, v in zip(in_names, graph.inputs)}
+    ctx = MilCtx(mb, opset)
+    with Function(specs, opset_version=opset) as func:
+        args = [boundary.enter(ctx, v, func.inputs[n]) for n, v in zip(in_names, graph.inputs)]
+        outs = interpret(graph, MIL_RULES, args, ctx, backend="coreml")
+        results = []
+        for name, v, out in zip(out_names, graph.outputs, outs):
+            results.append(boundary.leave(ctx, v, out, name))
+        func.set_outputs(results)
+    prog = Program()
+    prog.add_function("main", func)
+    return MilProgram(prog, opset, in_names, out_names, boundary)

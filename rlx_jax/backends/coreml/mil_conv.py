@@ -1,0 +1,152 @@
+"""Convolutions and windowed reductions (Pool) as MIL.
+
+Conv: any layout (transposes to MIL's NC[spatial] / O I [spatial]), feature groups, strides,
+rhs dilation and explicit padding go to MIL conv; lhs dilation (the input-gradient form) is
+zero-interleaving first; negative padding is a slice. Pool: max over 1-3 window axes with
+unit dilation goes to MIL max_pool; every other configuration is an exact composition of
+strided slices combined with maximum/minimum/add over the (padded) input.
+"""
+import itertools
+
+import numpy as np
+
+from ...ir.ops import OpKind as K
+from .legality import mil_np_dtype
+from .mil import mil_rule, refuse
+from .mil_shape import _interior, slice_
+
+
+def _edges(ctx, x, shape, pads, value, dtype, axes):
+    """Applies (lo, hi) edge padding on `axes`: slices for negative, constant pad for positive.
+    Returns (x, shape, remaining positive pads per axis)."""
+    start = [0] * len(shape)
+    limit = list(shape)
+    for a, (lo, hi) in zip(axes, pads):
+        start[a], limit[a] = max(-lo, 0), shape[a] - max(-hi, 0)
+    if any(start) or limit != list(shape):
+        x = slice_(ctx, x, start, limit)
+        shape = tuple(b - a for a, b in zip(start, limit))
+    return x, shape, [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+
+
+def _dilate(ctx, x, shape, axes, factors, value, dtype):
+    for a, f in zip(axes, factors):
+        if f > 1 and shape[a] > 1:
+            x, shape = _interior(ctx, x, shape, a, f - 1, value, dtype)
+    return x, shape
+
+
+@mil_rule(K.Conv)
+def _conv(ctx, node, x, w):
+    a = node.attrs
+    lhs_spec, rhs_spec, out_spec = a["dimension_numbers"]
+    nsp = len(lhs_spec) - 2
+    if not 1 <= nsp <= 3:
+        refuse(node, f"{nsp} spatial dimensions (MIL conv takes 1 to 3)")
+    if a["batch_group_count"] != 1:
+        refuse(node, "batch_group_count > 1 (MIL conv has feature groups only)",
+               "use backend='xla' for this gradient of a grouped convolution")
+    mb = ctx.mb
+    dtype = mil_np_dtype(node.out.dtype)
+    if ctx.np_dtype(x) != dtype:
+        x = mb.cast(x=x, dtype={"float32": "fp32", "float16": "fp16"}[dtype.name])
+        w = mb.cast(x=w, dtype={"float32": "fp32", "float16": "fp16"}[dtype.name])
+    if tuple(lhs_spec) != tuple(range(nsp + 2)):
+        x = mb.transpose(x=x, perm=ctx.ints(lhs_spec))
+    if tuple(rhs_spec) != tuple(range(nsp + 2)):
+        w = mb.transpose(x=w, perm=ctx.ints(rhs_spec))
+    shape = tuple(node.inputs[0].shape[d] for d in lhs_spec)
+    spatial = tuple(range(2, nsp + 2))
+    x, shape = _dilate(ctx, x, shape, spatial, a["lhs_dilation"], 0, dtype)
+    x, shape, pads = _edges(ctx, x, shape, a["padding"], 0, dtype, spatial)
+    y = mb.conv(x=x, weight=w, strides=ctx.ints(a["window_strides"]), pad_type="custom",
+                pad=ctx.ints([p for pair in pads for p in pair]),
+                dilations=ctx.ints(a["rhs_dilation"]), groups=a["feature_group_count"])
+    perm = [0] * (nsp + 2)
+    for i, d in enumerate(out_spec):
+        perm[d] = i
+    if perm != list(range(nsp + 2)):
+        y = mb.transpose(x=y, perm=ctx.ints(perm))
+    return y
+
+
+def _init(fn, dtype):
+    if fn == "sum":
+        return np.zeros((), dtype)
+    if dtype == np.bool_:
+        return np.asarray(fn == "min")
+    if dtype.kind == "f":
+        return np.asarray(-np.inf if fn == "max" else np.inf, dtype)
+    info = np.iinfo(dtype)
+    return np.asarray(info.min if fn == "max" else info.max, dtype)
+
+
+def _native_max_pool(ctx, node, x):
+    """max over 1-3 window axes, unit dilations: transpose the window axes last, fold the rest
+    into [1, C], MIL max_pool (which pads with -inf), and undo."""
+    a, shape = node.attrs, node.inputs[0].shape
+    win = [d for d in range(len(shape)) if a["window_dimensions"][d] != 1
+           or a["window_strides"][d] != 1 or a["padding"][d] != (0, 0)]
+    other = [d for d in range(len(shape)) if d not in win]
+    mb = ctx.mb
+    perm = other + win
+    if perm != list(range(len(shape))):
+        x = mb.transpose(x=x, perm=ctx.ints(perm))
+    c = int(np.prod([shape[d] for d in other], dtype=np.int64))
+    x = mb.reshape(x=x, shape=ctx.ints([1, c] + [shape[d] for d in win]))
+    y = mb.max_pool(x=x, kernel_sizes=ctx.ints([a["window_dimensions"][d] for d in win]),
+                    strides=ctx.ints([a["window_strides"][d] for d in win]),
+                    pad_type="custom", pad=ctx.ints([p for d in win for p in a["padding"][d]]))
+    out = node.out.shape
+    y = mb.reshape(x=y, shape=ctx.ints([out[d] for d in perm]))
+    if perm != list(range(len(shape))):
+        y = mb.transpose(x=y, perm=ctx.ints(np.argsort(perm)))
+    return y
+
+
+COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
+
+
+def _max_pool_fits(node):
+    a, shape = node.attrs, node.inputs[0].shape
+    win = [d for d in range(len(shape)) if a["window_dimensions"][d] != 1
+           or a["window_strides"][d] != 1 or a["padding"][d] != (0, 0)]
+    return (a["fn"] == "max" and node.out.dtype.kind == "f" and 1 <= len(win) <= 3
+            and set(a["base_dilation"]) == {1} and set(a["window_dilation"]) == {1}
+            and all(lo >= 0 and hi >= 0 and max(lo, hi) < a["window_dimensions"][d]
+                    for d, (lo, hi) in enumerate(a["padding"])))
+
+
+@mil_rule(K.Pool)
+def _pool(ctx, node, x):
+    """lax.reduce_window with add/max/min."""
+    if _max_pool_fits(node):
+        return _native_max_pool(ctx, node, x)
+    a = node.attrs
+    fn, dtype = a["fn"], mil_np_dtype(node.inputs[0].dtype)
+    if dtype == np.bool_:
+        refuse(node, "windowed reduction of bool", "cast to int32 first")
+    init = _init(fn, dtype)
+    shape = tuple(node.inputs[0].shape)
+    axes = tuple(range(len(shape)))
+    x, shape = _dilate(ctx, x, shape, axes, a["base_dilation"], init, dtype)
+    x, shape, pads = _edges(ctx, x, shape, a["padding"], init, dtype, axes)
+    if any(lo or hi for lo, hi in pads):
+        from .mil_shape import _fill
+        for ax, (lo, hi) in enumerate(pads):
+            parts = [x]
+            if lo:
+                parts.insert(0, _fill(ctx, shape[:ax] + (lo,) + shape[ax + 1:], init, dtype))
+            if hi:
+                parts.append(_fill(ctx, shape[:ax] + (hi,) + shape[ax + 1:], init, dtype))
+            if len(parts) > 1:
+                x = ctx.mb.concat(values=parts, axis=ax)
+                shape = shape[:ax] + (shape[ax] + lo + hi,) + shape[ax + 1:]
+    out = node.out.shape
+    acc = None
+    for offs in itertools.product(*[range(k) for k in a["window_dimensions"]]):
+        start = [o * dl for o, dl in zip(offs, a["window_dilation"])]
+        limit = [s + (n - 1) * st + 1 for s, n, st in zip(start, out, a["window_strides"])]
+        part = slice_(ctx, x, start, limit, a["window_strides"])
+        acc = part if acc is None else getattr(ctx.mb, COMBINE[fn])(x=acc, y=part)
+    return acc

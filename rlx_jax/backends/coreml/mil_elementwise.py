@@ -1,0 +1,225 @@
+"""Elementwise MIL rules: Constant, Activation, Binary, Compare, Where, Cast, Iota.
+
+MIL's log/rsqrt add an epsilon by default; rules pass epsilon=0 so results match JAX.
+"""
+import numpy as np
+
+from ...ir.ops import OpKind as K
+from .legality import mil_np_dtype
+from .mil import mil_rule, refuse
+
+MIL_DTYPE = {"float32": "fp32", "float16": "fp16", "int32": "int32", "bool": "bool"}
+
+# unary fn -> MIL op of the same meaning (float operands unless the MIL op also takes int32)
+DIRECT_UNARY = {
+    "abs": "abs", "sign": "sign", "floor": "floor", "ceil": "ceil", "exp": "exp",
+    "exp2": "exp2", "sqrt": "sqrt", "square": "square", "erf": "erf", "tanh": "tanh",
+    "sigmoid": "sigmoid", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
+    "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "atanh": "atanh",
+    "relu": "relu", "silu": "silu",
+}
+UNSUPPORTED_UNARY = {
+    "erf_inv": "MIL has no inverse error function",
+    "lgamma": "MIL has no log-gamma", "digamma": "MIL has no digamma",
+    "population_count": "MIL has no bit-counting op",
+}
+
+
+@mil_rule(K.Constant)
+def _constant(ctx, node):
+    v = np.asarray(node.attrs["value"])
+    return ctx.const(v.astype(mil_np_dtype(v.dtype)))
+
+
+@mil_rule(K.Iota)
+def _iota(ctx, node):
+    a = node.attrs
+    shape = a["shape"]
+    line = np.arange(shape[a["dimension"]])
+    bshape = [1] * len(shape)
+    bshape[a["dimension"]] = shape[a["dimension"]]
+    val = np.broadcast_to(line.reshape(bshape), shape).astype(mil_np_dtype(a["dtype"]))
+    return ctx.const(val)
+
+
+def _log1p(ctx, x):
+    """log1p without cancellation: log(u) * x / (u - 1), u = 1 + x (exact where u == 1)."""
+    mb = ctx.mb
+    one = ctx.like(1, x)
+    u = mb.add(x=x, y=one)
+    um1 = mb.sub(x=u, y=one)
+    ratio = mb.real_div(x=mb.mul(x=mb.log(x=u, epsilon=0.0), y=x), y=um1)
+    return mb.select(cond=mb.equal(x=u, y=one), a=x, b=ratio)
+
+
+def _expm1(ctx, x):
+    """expm1 without cancellation: (u - 1) * x / log(u), u = exp(x)."""
+    mb = ctx.mb
+    one = ctx.like(1, x)
+    u = mb.exp(x=x)
+    um1 = mb.sub(x=u, y=one)
+    ratio = mb.real_div(x=mb.mul(x=um1, y=x), y=mb.log(x=u, epsilon=0.0))
+    small = mb.select(cond=mb.equal(x=u, y=one), a=x, b=ratio)
+    return mb.select(cond=mb.equal(x=um1, y=ctx.like(-1, x)), a=um1, b=small)
+
+
+def _trunc(ctx, x):
+    mb = ctx.mb
+    return mb.mul(x=mb.sign(x=x), y=mb.floor(x=mb.abs(x=x)))
+
+
+def _round(ctx, node, x):
+    """rounding 1: ties to even (MIL round); 0: ties away from zero."""
+    mb = ctx.mb
+    r = mb.round(x=x)
+    if node.attrs.get("rounding", 0) == 1:
+        return r
+    t = _trunc(ctx, x)
+    tie = mb.equal(x=mb.abs(x=mb.sub(x=x, y=t)), y=ctx.like(0.5, x))
+    return mb.select(cond=tie, a=mb.add(x=t, y=mb.sign(x=x)), b=r)
+
+
+def _asinh(ctx, x):
+    mb = ctx.mb
+    ax = mb.abs(x=x)
+    one = ctx.like(1, x)
+    x2 = mb.mul(x=ax, y=ax)
+    inner = mb.add(x=ax, y=mb.real_div(x=x2, y=mb.add(x=one, y=mb.sqrt(x=mb.add(x=x2, y=one)))))
+    return mb.mul(x=mb.sign(x=x), y=_log1p(ctx, inner))
+
+
+def _acosh(ctx, x):
+    mb = ctx.mb
+    one = ctx.like(1, x)
+    root = mb.sqrt(x=mb.sub(x=mb.mul(x=x, y=x), y=one))
+    return mb.log(x=mb.add(x=x, y=root), epsilon=0.0)
+
+
+def _integer_pow(ctx, node, x, y):
+    """x**y by repeated squaring (as XLA does); negative y: 1 / x**|y|."""
+    mb = ctx.mb
+    n, acc, base = abs(y), None, x
+    while n:
+        if n & 1:
+            acc = base if acc is None else mb.mul(x=acc, y=base)
+        n >>= 1
+        if n:
+            base = mb.mul(x=base, y=base)
+    if acc is None:
+        acc = ctx.const(np.ones(node.out.shape, ctx.np_dtype(x)))
+    if y < 0:
+        acc = mb.real_div(x=ctx.like(1, x), y=acc)
+    return acc
+
+
+COMPOSED_UNARY = {
+    "neg": lambda ctx, n, x: ctx.mb.mul(x=x, y=ctx.like(-1, x)),
+    "log": lambda ctx, n, x: ctx.mb.log(x=x, epsilon=0.0),
+    "rsqrt": lambda ctx, n, x: ctx.mb.rsqrt(x=x, epsilon=0.0),
+    "log1p": lambda ctx, n, x: _log1p(ctx, x),
+    "expm1": lambda ctx, n, x: _expm1(ctx, x),
+    "round": _round,
+    "is_finite": lambda ctx, n, x: ctx.mb.less_equal(
+        x=ctx.mb.abs(x=x), y=ctx.like(np.finfo(ctx.np_dtype(x)).max, x)),
+    "erfc": lambda ctx, n, x: ctx.mb.sub(x=ctx.like(1, x), y=ctx.mb.erf(x=x)),
+    "cbrt": lambda ctx, n, x: ctx.mb.mul(x=ctx.mb.sign(x=x), y=ctx.mb.pow(
+        x=ctx.mb.abs(x=x), y=ctx.like(1.0 / 3.0, x))),
+    "asinh": lambda ctx, n, x: _asinh(ctx, x),
+    "acosh": lambda ctx, n, x: _acosh(ctx, x),
+    "gelu": lambda ctx, n, x: ctx.mb.gelu(x=x, mode="EXACT"),
+    "gelu_tanh": lambda ctx, n, x: ctx.mb.gelu(x=x, mode="TANH_APPROXIMATION"),
+    "integer_pow": lambda ctx, n, x: _integer_pow(ctx, n, x, n.attrs["y"]),
+}
+INT_OK = {"abs", "sign", "square", "neg", "integer_pow", "not"}
+
+
+@mil_rule(K.Activation)
+def _activation(ctx, node, x):
+    fn, dt = node.attrs["fn"], node.inputs[0].dtype
+    if fn in UNSUPPORTED_UNARY:
+        refuse(node, UNSUPPORTED_UNARY[fn])
+    if fn == "not":
+        if dt == np.bool_:
+            return ctx.mb.logical_not(x=x)
+        return ctx.mb.sub(x=ctx.mb.mul(x=x, y=ctx.scalar(-1, dt)), y=ctx.scalar(1, dt))
+    if dt.kind != "f" and fn not in INT_OK:
+        refuse(node, f"MIL's {fn} takes floating-point operands only, not {dt.name}",
+               "cast to float32 first, or use backend='xla'")
+    if fn in DIRECT_UNARY:
+        return getattr(ctx.mb, DIRECT_UNARY[fn])(x=x)
+    if fn in COMPOSED_UNARY:
+        return COMPOSED_UNARY[fn](ctx, node, x)
+    refuse(node, f"no MIL rule for unary fn {fn!r}")
+
+
+def _int_div(ctx, x, y):
+    """Integer division rounding toward zero (JAX), from MIL's flooring floor_div."""
+    mb = ctx.mb
+    q = mb.floor_div(x=x, y=y)
+    inexact = mb.not_equal(x=mb.mod(x=x, y=y), y=ctx.scalar(0, np.int32))
+    signs_differ = mb.not_equal(x=mb.sign(x=x), y=mb.sign(x=y))
+    fix = mb.logical_and(x=inexact, y=signs_differ)
+    return mb.add(x=q, y=mb.cast(x=fix, dtype="int32"))
+
+
+def _rem(ctx, x, y):
+    """C fmod semantics (sign of the dividend): sign(x) * mod(|x|, |y|)."""
+    mb = ctx.mb
+    return mb.mul(x=mb.sign(x=x), y=mb.mod(x=mb.abs(x=x), y=mb.abs(x=y)))
+
+
+DIRECT_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "max": "maximum", "min": "minimum"}
+LOGICAL = {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}
+
+
+@mil_rule(K.Binary)
+def _binary(ctx, node, x, y):
+    fn, dt = node.attrs["fn"], node.inputs[0].dtype
+    mb = ctx.mb
+    if fn in LOGICAL:
+        if dt != np.bool_:
+            refuse(node, f"MIL has no bitwise {fn} on {dt.name} (only logical, on bool)")
+        return getattr(mb, LOGICAL[fn])(x=x, y=y)
+    if dt == np.bool_:
+        refuse(node, f"arithmetic {fn} on bool", "cast to int32 first")
+    if fn in DIRECT_BINARY:
+        return getattr(mb, DIRECT_BINARY[fn])(x=x, y=y)
+    if fn == "div":
+        return mb.real_div(x=x, y=y) if dt.kind == "f" else _int_div(ctx, x, y)
+    if fn == "rem":
+        return _rem(ctx, x, y)
+    if fn == "pow" and dt.kind == "f":
+        return mb.pow(x=x, y=y)
+    refuse(node, f"no MIL op for {fn} on {dt.name}")
+
+
+COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+           "gt": "greater", "ge": "greater_equal"}
+
+
+@mil_rule(K.Compare)
+def _compare(ctx, node, x, y):
+    if node.inputs[0].dtype == np.bool_:
+        x, y = ctx.mb.cast(x=x, dtype="int32"), ctx.mb.cast(x=y, dtype="int32")
+    return getattr(ctx.mb, COMPARE[node.attrs["fn"]])(x=x, y=y)
+
+
+@mil_rule(K.Where)
+def _where(ctx, node, p, x, y):
+    return ctx.mb.select(cond=p, a=x, b=y)
+
+
+@mil_rule(K.Cast)
+def _cast(ctx, node, x):
+    src, dst = mil_np_dtype(node.inputs[0].dtype), np.dtype(node.attrs["dtype"])
+    if dst.name not in MIL_DTYPE:
+        refuse(node, f"cast to {dst.name}: Core ML has no such tensor type")
+    if src == dst:
+        return ctx.mb.identity(x=x)
+    if dst == np.bool_:
+        return ctx.mb.not_equal(x=x, y=ctx.scalar(0, src))
+    if src == np.bool_:
+        return ctx.mb.cast(x=x, dtype=MIL_DTYPE[dst.name])
+    if src.kind == "f" and dst.kind == "i":
+        x = _trunc(ctx, x)          # JAX truncates toward zero
+    return ctx.mb.cast(x=x, dtype=MIL_DTYPE[dst.name])

@@ -1,0 +1,167 @@
+"""Gather and scatter with general dimension numbers as MIL gather_nd / scatter_nd.
+
+Both put the indexed operand axes first (transpose), turn batching dims into extra index
+components (iota), and handle out-of-bounds indices as JAX does: clamp ("clip",
+"promise_in_bounds"), fill for gathers, drop for scatters ("fill"/"fill_or_drop": invalid
+updates are routed to an extra padding row that is sliced off afterwards).
+"""
+import numpy as np
+
+from ...ir.ops import OpKind as K
+from .legality import mil_np_dtype
+from .mil import mil_rule, refuse
+from .mil_shape import reshape, slice_
+
+SCATTER_MODE = {"replace": "update", "add": "add", "mul": "mul", "min": "min", "max": "max"}
+
+
+def _with_batching(ctx, idx, idx_shape, operand_dims, index_dims):
+    """Appends iota index components for batching dims (operand dim j <- indices dim i)."""
+    if not operand_dims:
+        return idx, idx_shape
+    batch_shape = idx_shape[:-1]
+    cols = []
+    for i in index_dims:
+        line = np.arange(batch_shape[i], dtype=np.int32).reshape(
+            [batch_shape[i] if a == i else 1 for a in range(len(batch_shape))])
+        cols.append(np.broadcast_to(line, batch_shape)[..., None])
+    extra = ctx.const(np.concatenate(cols, axis=-1))
+    idx = ctx.mb.concat(values=[idx, extra], axis=-1)
+    return idx, batch_shape + (idx_shape[-1] + len(cols),)
+
+
+def _bounds(ctx, idx, dims, shape, window):
+    """(clamped indices, validity mask over the batch) for index components `dims`."""
+    mb = ctx.mb
+    hi = ctx.const(np.array([shape[d] - window[d] for d in dims], np.int32))
+    zero = ctx.scalar(0, np.int32)
+    clamped = mb.minimum(x=mb.maximum(x=idx, y=zero), y=hi)
+    inside = mb.equal(x=clamped, y=idx)
+    valid = mb.reduce_min(x=mb.cast(x=inside, dtype="int32"), axes=ctx.ints([-1]),
+                          keep_dims=False)
+    return clamped, valid
+
+
+def _int_indices(ctx, idx):
+    return idx if ctx.np_dtype(idx) == np.int32 else ctx.mb.cast(x=idx, dtype="int32")
+
+
+def _fill_value(node, dtype):
+    fv = node.attrs.get("fill_value")
+    if fv is not None:
+        return np.asarray(fv).astype(dtype)
+    if dtype == np.bool_:
+        return np.asarray(True)
+    if dtype.kind == "f":
+        return np.asarray(np.nan, dtype)
+    return np.asarray(np.iinfo(dtype).min, dtype)
+
+
+@mil_rule(K.Gather)
+def _gather(ctx, node, x, idx):
+    dn = node.attrs["dimension_numbers"]
+    sizes = node.attrs["slice_sizes"]
+    shape, ishape = node.inputs[0].shape, node.inputs[1].shape
+    dtype = mil_np_dtype(node.inputs[0].dtype)
+    mb = ctx.mb
+    idx = _int_indices(ctx, idx)
+    idx, ishape = _with_batching(ctx, idx, ishape, tuple(dn.operand_batching_dims),
+                                 tuple(dn.start_indices_batching_dims))
+    indexed = tuple(dn.start_index_map) + tuple(dn.operand_batching_dims)
+    collapsed = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
+    for d in indexed:
+        if sizes[d] != 1:
+            refuse(node, f"slice size {sizes[d]} on indexed axis {d} (gather_nd takes "
+                   "single elements there)", "index one element per indexed axis")
+    rest = tuple(d for d in range(len(shape)) if d not in indexed)
+    if any(sizes[d] != shape[d] for d in rest):
+        x = slice_(ctx, x, [0] * len(shape), [sizes[d] if d in rest else shape[d]
+                                              for d in range(len(shape))])
+    mode = node.attrs["mode"]
+    window = {d: 1 for d in indexed}
+    clamped, valid = _bounds(ctx, idx, indexed, shape, window)
+    perm = indexed + rest
+    if perm != tuple(range(len(shape))):
+        x = mb.transpose(x=x, perm=ctx.ints(perm))
+    is_bool = dtype == np.bool_
+    if is_bool:
+        x = mb.cast(x=x, dtype="int32")
+    g = mb.gather_nd(x=x, indices=clamped)
+    if is_bool:
+        g = mb.cast(x=g, dtype="bool")
+    batch = ishape[:-1]
+    offsets = [d for d in range(len(shape)) if d not in collapsed]
+    mid = tuple(batch) + tuple(sizes[d] for d in offsets)
+    if mid != tuple(batch) + tuple(sizes[d] for d in rest):
+        g = reshape(ctx, g, mid)
+    if mode == "fill":
+        v = reshape(ctx, valid, tuple(batch) + (1,) * len(offsets))
+        fill = ctx.const(_fill_value(node, dtype))
+        g = mb.select(cond=mb.cast(x=v, dtype="bool"), a=g, b=fill)
+    out_rank = len(mid)
+    off_pos = list(dn.offset_dims)
+    batch_pos = [p for p in range(out_rank) if p not in off_pos]
+    src = [0] * out_rank
+    for j, p in enumerate(batch_pos):
+        src[p] = j
+    for j, p in enumerate(off_pos):
+        src[p] = len(batch) + j
+    if src != list(range(out_rank)):
+        g = mb.transpose(x=g, perm=ctx.ints(src))
+    return g
+
+
+@mil_rule(K.Scatter, K.ScatterAdd)
+def _scatter(ctx, node, x, idx, upd):
+    dn = node.attrs["dimension_numbers"]
+    fn = "add" if node.kind is K.ScatterAdd else node.attrs["fn"]
+    shape, ishape, ushape = (node.inputs[i].shape for i in range(3))
+    dtype = mil_np_dtype(node.inputs[0].dtype)
+    mb = ctx.mb
+    idx = _int_indices(ctx, idx)
+    idx, ishape = _with_batching(ctx, idx, ishape, tuple(dn.operand_batching_dims),
+                                 tuple(dn.scatter_indices_batching_dims))
+    indexed = tuple(dn.scatter_dims_to_operand_dims) + tuple(dn.operand_batching_dims)
+    inserted = set(dn.inserted_window_dims) | set(dn.operand_batching_dims)
+    window_dims = [d for d in range(len(shape)) if d not in inserted]
+    wsize = dict(zip(window_dims, [ushape[p] for p in dn.update_window_dims]))
+    rest = tuple(d for d in range(len(shape)) if d not in indexed)
+    for d in indexed:
+        if wsize.get(d, 1) != 1:
+            refuse(node, f"update window of size {wsize[d]} on indexed axis {d}",
+                   "scatter single elements along indexed axes")
+    for d in rest:
+        if wsize[d] != shape[d]:
+            refuse(node, f"partial update window ({wsize[d]} of {shape[d]}) on axis {d}",
+                   "scatter whole rows along non-indexed axes")
+    # updates -> [scatter batch..., rest...]
+    upos = [p for p in range(len(ushape)) if p not in dn.update_window_dims]
+    uperm = upos + list(dn.update_window_dims)
+    if uperm != list(range(len(ushape))):
+        upd = mb.transpose(x=upd, perm=ctx.ints(uperm))
+    ushape2 = tuple(ishape[:-1]) + tuple(shape[d] for d in rest)
+    if tuple(ushape[p] for p in uperm) != ushape2:
+        upd = reshape(ctx, upd, ushape2)
+    clamped, valid = _bounds(ctx, idx, indexed, shape, {d: 1 for d in indexed})
+    perm = indexed + rest
+    if perm != tuple(range(len(shape))):
+        x = mb.transpose(x=x, perm=ctx.ints(perm))
+    tshape = tuple(shape[d] for d in perm)
+    drop = node.attrs["mode"] in ("fill", "fill_or_drop")
+    if drop:   # invalid updates go to an extra row past the end of axis 0
+        spare = np.zeros((len(indexed),), np.int32)
+        spare[0] = tshape[0]
+        v = mb.cast(x=reshape(ctx, valid, tuple(ishape[:-1]) + (1,)), dtype="bool")
+        clamped = mb.select(cond=v, a=clamped, b=ctx.const(spare))
+        x = mb.concat(values=[x, ctx.const(np.zeros((1,) + tshape[1:], dtype))], axis=0)
+    is_bool = dtype == np.bool_
+    if is_bool:
+        x, upd = mb.cast(x=x, dtype="int32"), mb.cast(x=upd, dtype="int32")
+    y = mb.scatter_nd(data=x, indices=clamped, updates=upd, mode=SCATTER_MODE[fn])
+    if is_bool:
+        y = mb.cast(x=y, dtype="bool")
+    if drop:
+        y = slice_(ctx, y, [0] * len(tshape), tshape)
+    if perm != tuple(range(len(shape))):
+        y = mb.transpose(x=y, perm=ctx.ints(np.argsort(perm)))
+    return y

@@ -1,0 +1,125 @@
+"""Shape and data-movement MIL rules: Reshape, Transpose, Expand, Concat, Reverse, Slice,
+Narrow, Pad, DynamicSlice."""
+import numpy as np
+
+from ...ir.ops import OpKind as K
+from .legality import mil_np_dtype
+from .mil import mil_rule, refuse
+
+
+def reshape(ctx, x, shape):
+    return ctx.mb.reshape(x=x, shape=ctx.ints(shape))
+
+
+mil_rule(K.Reshape)(lambda ctx, node, x: reshape(ctx, x, node.attrs["shape"]))
+mil_rule(K.Transpose)(lambda ctx, node, x: ctx.mb.transpose(x=x, perm=ctx.ints(
+    node.attrs["perm"])))
+mil_rule(K.Reverse)(lambda ctx, node, x: ctx.mb.reverse(x=x, axes=ctx.ints(node.attrs["axes"]))
+                    if node.attrs["axes"] else ctx.mb.identity(x=x))
+mil_rule(K.Concat)(lambda ctx, node, *xs: ctx.mb.concat(values=list(xs),
+                                                         axis=node.attrs["axis"]))
+
+
+def slice_(ctx, x, start, limit, strides=None):
+    strides = strides or (1,) * len(start)
+    return ctx.mb.slice_by_index(x=x, begin=ctx.ints(start), end=ctx.ints(limit),
+                                 stride=ctx.ints(strides))
+
+
+mil_rule(K.Slice)(lambda ctx, node, x: slice_(ctx, x, node.attrs["start"], node.attrs["limit"],
+                                              node.attrs["strides"]))
+
+
+@mil_rule(K.Narrow)
+def _narrow(ctx, node, x):
+    a, shape = node.attrs, node.inputs[0].shape
+    start, limit = [0] * len(shape), list(shape)
+    start[a["axis"]], limit[a["axis"]] = a["start"], a["start"] + a["length"]
+    return slice_(ctx, x, start, limit)
+
+
+def expand(ctx, x, in_shape, shape, dims):
+    """broadcast_in_dim: reshape to the output rank, then tile the size-1 axes."""
+    full = [1] * len(shape)
+    for d, s in zip(dims, in_shape):
+        full[d] = s
+    if tuple(full) != tuple(in_shape):
+        x = reshape(ctx, x, full)
+    reps = [o if f == 1 else 1 for f, o in zip(full, shape)]
+    if all(r == 1 for r in reps):
+        return x if tuple(full) != tuple(in_shape) else ctx.mb.identity(x=x)
+    return ctx.mb.tile(x=x, reps=ctx.ints(reps))
+
+
+mil_rule(K.Expand)(lambda ctx, node, x: expand(ctx, x, node.inputs[0].shape, node.attrs["shape"],
+                                               node.attrs["dims"]))
+
+
+def _fill(ctx, shape, value, dtype):
+    return ctx.const(np.full(shape, value, dtype=dtype))
+
+
+def _interior(ctx, x, shape, axis, k, value, dtype):
+    """Inserts k copies of `value` between neighbours along `axis`."""
+    n = shape[axis]
+    wide = list(shape[:axis + 1]) + [1] + list(shape[axis + 1:])
+    x = reshape(ctx, x, wide)
+    gap = list(wide)
+    gap[axis + 1] = k
+    x = ctx.mb.concat(values=[x, _fill(ctx, gap, value, dtype)], axis=axis + 1)
+    flat = list(shape)
+    flat[axis] = n * (k + 1)
+    x = reshape(ctx, x, flat)
+    end = list(flat)
+    end[axis] = n + (n - 1) * k
+    return slice_(ctx, x, [0] * len(shape), end), tuple(end)
+
+
+@mil_rule(K.Pad)
+def _pad(ctx, node, x, v):
+    """lax.pad: interior padding by concat+reshape, negative edges by slicing, positive edges
+    by MIL pad (floats) or concatenated constant blocks (int, bool)."""
+    if v.val is None:
+        refuse(node, "the padding value must be a constant", "pad with a literal value")
+    dtype = mil_np_dtype(node.inputs[0].dtype)
+    value = np.asarray(v.val).astype(dtype)
+    shape = tuple(node.inputs[0].shape)
+    for ax, (lo, hi, k) in enumerate(node.attrs["config"]):
+        if k > 0 and shape[ax] > 1:
+            x, shape = _interior(ctx, x, shape, ax, k, value, dtype)
+    config = node.attrs["config"]
+    start = [max(-lo, 0) for lo, _, _ in config]
+    limit = [d - max(-hi, 0) for d, (_, hi, _) in zip(shape, config)]
+    if any(start) or list(limit) != list(shape):
+        x = slice_(ctx, x, start, limit)
+        shape = tuple(b - a for a, b in zip(start, limit))
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi, _ in config]
+    if not any(lo or hi for lo, hi in grow):
+        return x
+    if dtype.kind == "f":
+        pads = ctx.ints([p for pair in grow for p in pair])
+        return ctx.mb.pad(x=x, pad=pads, mode="constant", constant_val=value.item())
+    for ax, (lo, hi) in enumerate(grow):
+        parts = [x]
+        if lo:
+            parts.insert(0, _fill(ctx, shape[:ax] + (lo,) + shape[ax + 1:], value, dtype))
+        if hi:
+            parts.append(_fill(ctx, shape[:ax] + (hi,) + shape[ax + 1:], value, dtype))
+        if len(parts) > 1:
+            x = ctx.mb.concat(values=parts, axis=ax)
+            shape = shape[:ax] + (shape[ax] + lo + hi,) + shape[ax + 1:]
+    return x
+
+
+@mil_rule(K.DynamicSlice)
+def _dynamic_slice(ctx, node, x, *starts):
+    """lax.dynamic_slice clamps each start into [0, dim - size]."""
+    mb, sizes, shape = ctx.mb, node.attrs["sizes"], node.inputs[0].shape
+    begin = []
+    for s, d, size in zip(starts, shape, sizes):
+        s = mb.cast(x=s, dtype="int32") if ctx.np_dtype(s) != np.int32 else s
+        s = mb.minimum(x=mb.maximum(x=s, y=ctx.scalar(0, np.int32)),
+                       y=ctx.scalar(d - size, np.int32))
+        begin.append(reshape(ctx, s, (1,)))
+    begin = begin[0] if len(begin) == 1 else mb.concat(values=begin, axis=0)
+    return mb.slice_by_size(x=x, begin=begin, size=ctx.ints(sizes))

@@ -1,0 +1,143 @@
+"""Options, ct.convert, and the content-hashed .mlpackage cache.
+
+Every compile produces a real .mlpackage (`ct.convert(..., skip_model_load=True)` then save),
+stored under `$RLX_JAX_CACHE_DIR/coreml` (default `~/.cache/rlx_jax/coreml`) by a hash of the
+legalized graph, its constants, the options and the tool versions.
+"""
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+
+import numpy as np
+
+from ...errors import BadArgumentError
+from ...ir.ops import OpKind as K
+
+OPTIONS = ("minimum_deployment_target", "compute_precision", "compute_units", "optimize",
+           "input_names", "output_names", "source")
+PRECISIONS = ("float32", "float16")
+UNITS = {"cpu": "CPU_ONLY", "cpu_and_gpu": "CPU_AND_GPU", "cpu_and_ne": "CPU_AND_NE",
+         "all": "ALL"}
+OPTIMIZE = ("default", "fast")
+MIN_TARGET = "iOS16"
+
+
+def cache_dir():
+    root = os.environ.get("RLX_JAX_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "rlx_jax")
+    path = os.path.join(root, "coreml")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _target(value):
+    import coremltools as ct
+    if value is None:
+        return getattr(ct.target, MIN_TARGET)
+    if isinstance(value, str):
+        t = getattr(ct.target, value, None)
+        if t is None:
+            raise BadArgumentError(
+                f"minimum_deployment_target={value!r} is not a coremltools target; use one of "
+                f"{[n for n in dir(ct.target) if n[:3] in ('iOS', 'mac')]}")
+        value = t
+    if value.value < getattr(ct.target, MIN_TARGET).value:
+        raise BadArgumentError(
+            f"minimum_deployment_target {value.name} is below {MIN_TARGET}/macOS13, the lowest "
+            f"target whose opset this backend emits")
+    return value
+
+
+class Options:
+    """Validated Core ML options (unknown names -> BadArgumentError)."""
+
+    def __init__(self, **options):
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise BadArgumentError(
+                f"unknown Core ML option(s) {unknown}; known options: {list(OPTIONS)}")
+        self.target = _target(options.get("minimum_deployment_target"))
+        self.precision = options.get("compute_precision", "float32")
+        if self.precision not in PRECISIONS:
+            raise BadArgumentError(f"compute_precision must be one of {PRECISIONS}, "
+                                   f"got {self.precision!r}")
+        self.units = options.get("compute_units", "all")
+        if self.units not in UNITS:
+            raise BadArgumentError(f"compute_units must be one of {sorted(UNITS)}, "
+                                   f"got {self.units!r}")
+        self.optimize = options.get("optimize", "default")
+        if self.optimize not in OPTIMIZE:
+            raise BadArgumentError(f"optimize must be one of {OPTIMIZE}, got {self.optimize!r}")
+        self.input_names = options.get("input_names")
+        self.output_names = options.get("output_names")
+        self.source = options.get("source")
+
+    def key(self):
+        """What changes the saved package (compute_units only matters at load time)."""
+        return repr((self.target.name, self.precision, self.optimize, self.input_names and
+                     tuple(self.input_names), self.output_names and tuple(self.output_names),
+                     self.source))
+
+    def ct_units(self):
+        import coremltools as ct
+        return getattr(ct.ComputeUnit, UNITS[self.units])
+
+
+def graph_hash(graph, options):
+    import coremltools as ct
+
+    from ... import __version__
+    h = hashlib.sha256()
+    h.update(graph.as_text().encode())
+    for v in graph.inputs + graph.outputs:
+        h.update(v.type_str().encode())
+    for n in graph.nodes:
+        if n.kind is K.Constant:
+            val = np.ascontiguousarray(n.attrs["value"])
+            h.update(str((val.dtype, val.shape)).encode())
+            h.update(val.tobytes())
+    h.update(options.key().encode())
+    h.update(f"{ct.__version__}/{__version__}".encode())
+    return h.hexdigest()[:32]
+
+
+def convert(mil_program, options, timings=None):
+    """ct.convert of a built MilProgram -> ct.models.MLModel (not loaded)."""
+    import coremltools as ct
+    t0 = time.perf_counter()
+    pipeline = ct.PassPipeline.DEFAULT if options.optimize == "default" else \
+        ct.PassPipeline.EMPTY
+    precision = ct.precision.FLOAT32 if options.precision == "float32" else \
+        ct.precision.FLOAT16
+    model = ct.convert(mil_program.program, convert_to="mlprogram", skip_model_load=True,
+                       compute_precision=precision, minimum_deployment_target=options.target,
+                       pass_pipeline=pipeline, compute_units=options.ct_units())
+    if timings is not None:
+        timings["ct_convert"] = time.perf_counter() - t0
+    return model
+
+
+def describe(model, graph, options):
+    from ... import __version__
+    model.short_description = f"rlx_jax {graph.name}"
+    model.user_defined_metadata["rlx_jax.version"] = __version__
+    model.user_defined_metadata["rlx_jax.function"] = str(options.source or graph.name)
+    model.user_defined_metadata["rlx_jax.precision"] = options.precision
+
+
+def save(model, path):
+    """Saves atomically: write next to `path`, then rename."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-")
+    try:
+        staged = os.path.join(tmp, os.path.basename(path))
+        model.save(staged)
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        os.replace(staged, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
