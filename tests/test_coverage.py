@@ -1,0 +1,133 @@
+"""Coverage: every listed JAX primitive is exercised by the op table, every exercised primitive
+has a frontend rule or an UNSUPPORTED reason, and the generated coverage documents are current."""
+import functools
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlx_jax import coverage
+from rlx_jax.frontend.rules import JAXPR_RULES, UNSUPPORTED
+from rlx_jax.frontend.trace import CALL_PARAMS
+
+from .op_table import CASES
+
+# The primitives (as jax 0.10.2 names them) the op table must exercise.
+REQUIRED = """
+add sub mul div rem pow integer_pow neg abs sign max min nextafter exp exp2 log log1p expm1
+tanh logistic sin cos tan asin acos atan atan2 sinh cosh asinh acosh atanh sqrt rsqrt cbrt
+square floor ceil round is_finite erf erfc erf_inv lgamma digamma and or not xor shift_left
+shift_right_logical shift_right_arithmetic population_count eq ne lt le gt ge select_n clamp
+convert_element_type bitcast_convert_type iota copy stop_gradient add_any dot_general reduce_sum
+reduce_max reduce_min reduce_prod reduce_and reduce_or reduce_xor argmax argmin cumsum cumprod
+cummax cummin cumlogsumexp broadcast_in_dim reshape transpose squeeze rev concatenate pad tile
+slice dynamic_slice dynamic_update_slice gather scatter scatter-add scatter-mul scatter-min
+scatter-max split stack unstack sort top_k conv_general_dilated reduce_window_sum
+reduce_window_max reduce_window_min reduce_window select_and_scatter_add select_and_gather_add
+empty2 reduce_precision
+""".split()
+
+
+def _sub_jaxprs(value):
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _sub_jaxprs(v)
+    elif isinstance(value, jax.extend.core.ClosedJaxpr):
+        yield value.jaxpr
+    elif isinstance(value, jax.extend.core.Jaxpr):
+        yield value
+
+
+def primitive_names(jaxpr, into=None):
+    """Every primitive name in `jaxpr` and in the jaxprs nested in its eqns' params."""
+    into = set() if into is None else into
+    for eqn in jaxpr.eqns:
+        into.add(eqn.primitive.name)
+        for p in eqn.params.values():
+            for sub in _sub_jaxprs(p):
+                primitive_names(sub, into)
+    return into
+
+
+def _loss(fn):
+    def loss(*a):
+        outs = [o for o in jax.tree.leaves(fn(*a)) if jnp.issubdtype(o.dtype, jnp.floating)]
+        return sum(jnp.sum(o) for o in outs)
+    return loss
+
+
+@functools.lru_cache(maxsize=None)
+def case_primitives():
+    """{case name: primitives of its jaxpr (and of its gradient's jaxpr when grad=True)}."""
+    out = {}
+    for case in CASES:
+        args = case.args(np.random.RandomState(0))
+        jx = jax.make_jaxpr(case.fn, static_argnums=case.static_argnums)(*args)
+        names = primitive_names(jx.jaxpr)
+        if case.grad:
+            primitive_names(jax.make_jaxpr(jax.grad(_loss(case.fn)))(*args).jaxpr, names)
+        out[case.name] = names
+    return out
+
+
+def test_primitive_extraction_sees_nested_jaxprs():
+    f = jax.jit(lambda x: jax.nn.relu(jnp.cumsum(x)))
+    names = primitive_names(jax.make_jaxpr(f)(jnp.ones(3)).jaxpr)
+    assert {"jit", "custom_jvp_call", "cumsum", "max"} <= names
+
+
+def test_every_required_primitive_has_a_case():
+    seen = set().union(*case_primitives().values())
+    missing = sorted(set(REQUIRED) - seen)
+    assert not missing, f"no op-table case produces: {missing}"
+
+
+@pytest.mark.parametrize("prim", REQUIRED)
+def test_case_named_after_primitive_produces_it(prim):
+    """A case named `<prim>_...` really contains `prim` (its name does not lie)."""
+    named = {n: p for n, p in case_primitives().items() if n.startswith(prim + "_")
+             and not any(n.startswith(q + "_") and len(q) > len(prim) for q in REQUIRED)}
+    liars = sorted(n for n, p in named.items() if prim not in p)
+    assert not liars, f"cases named after {prim} that do not produce it: {liars}"
+
+
+def test_every_exercised_primitive_is_handled():
+    handled = set(JAXPR_RULES) | set(UNSUPPORTED) | {p for p, k in CALL_PARAMS.items() if k}
+    seen = set().union(*case_primitives().values())
+    unhandled = sorted(seen - handled)
+    assert not unhandled, f"primitives with neither a rule nor an UNSUPPORTED reason: {unhandled}"
+
+
+def test_unsupported_reasons_are_sentences():
+    for prim, why in UNSUPPORTED.items():
+        assert prim not in JAXPR_RULES, prim
+        assert isinstance(why, str) and len(why.split()) >= 3, (prim, why)
+
+
+def test_generated_documents_are_current():
+    for path, text in coverage.targets():
+        current = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+        assert current == text, (
+            f"{os.path.relpath(path, coverage.ROOT)} is out of date with the rule and claim "
+            f"tables; run `python -m rlx_jax.coverage --write`")
+
+
+def test_documents_mention_every_rule_and_claim():
+    prims = coverage.primitives_markdown()
+    for name in list(JAXPR_RULES) + list(UNSUPPORTED):
+        assert f"`{name}`" in prims, name
+    table = coverage.op_coverage_markdown()
+    backends = coverage.load_backends()
+    assert "xla" in backends
+    for b in backends.values():
+        for kind in b.SUPPORTED_OPS:
+            assert f"| {kind.name} |" in table, (b.name, kind)
+
+
+def test_readme_block_replacement():
+    text = "intro\n<!-- primitives:begin -->\nold\n<!-- primitives:end -->\ntail\n"
+    assert coverage.readme_block(text, "new\n") == (
+        "intro\n<!-- primitives:begin -->\nnew\n<!-- primitives:end -->\ntail\n")
+    assert coverage.readme_block("no markers", "new\n") is None
