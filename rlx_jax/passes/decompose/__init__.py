@@ -26,11 +26,4 @@ def _matmul(b, node, x, y):
     return b.dot_general(x, y, ((n - 1,), (n - 2,)), (batch, batch))
 
 
-def _load_families():
-    from . import high_level  # noqa: F401
-
-
-try:
-    _load_families()
-except ImportError:
-    pass
+from . import norms, activations, autodiff  # noqa: E402,F401  (the families)
