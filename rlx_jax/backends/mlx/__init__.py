@@ -1,0 +1,41 @@
+"""The MLX backend: IR -> MLX ops (MLX_RULES) -> one `mx.compile`d function.
+
+Runs on Metal on macOS and on the CPU on Linux (`mlx[cpu]`). Options (given to `rlx_jax.jit`):
+`output="mlx" | "numpy" | "jax"` (type of the results, default `mx.array`), `compile=False`
+(run MLX eagerly, without `mx.compile`).
+"""
+from ...errors import BadArgumentError
+from ..base import register_backend
+from . import claims
+
+try:
+    import mlx.core  # noqa: F401
+    _IMPORT_ERROR = None
+except Exception as e:  # noqa: BLE001 - any import failure makes the backend unavailable
+    _IMPORT_ERROR = f"`import mlx.core` failed ({type(e).__name__}: {e}); " \
+                    f"install `mlx` (macOS) or `mlx[cpu]` (Linux)"
+
+
+class MlxBackend:
+    name = "mlx"
+    SUPPORTED_OPS = claims.SUPPORTED_OPS
+    NATIVE_BACKWARD_OPS = claims.NATIVE_BACKWARD_OPS
+    BACKWARD_OPS = claims.BACKWARD_OPS
+    options = ("output", "compile")
+
+    def available(self):
+        return _IMPORT_ERROR is None
+
+    def unavailable_reason(self):
+        return _IMPORT_ERROR or ""
+
+    def lower(self, graph, name=None, **options):
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise BadArgumentError(
+                f"backend 'mlx' has no option(s) {unknown}; its options are {list(self.options)}")
+        from .lower import lower
+        return lower(graph, name=name, **options)
+
+
+MLX = register_backend(MlxBackend())

@@ -1,0 +1,33 @@
+"""OpKinds the MLX backend claims for legalization (the source of the coverage tables).
+
+Only kinds with a rule in MLX_RULES (lower.py and the rules_* families) are listed; a test
+asserts that claims and rules agree both ways. `Input` is bound by the interpreter itself.
+"""
+from ...ir.ops import OpKind as K
+
+SUPPORTED_OPS = frozenset({
+    # graph boundary
+    K.Input, K.Constant,
+    # elementwise
+    K.Activation, K.Cast, K.Binary, K.Compare, K.Where, K.Bitcast, K.ReducePrecision, K.Iota,
+    # contraction
+    K.MatMul, K.DotGeneral,
+    # reductions, scans, sorting
+    K.Reduce, K.ArgMax, K.ArgMin, K.Cumsum, K.CumProd, K.CumMax, K.CumMin, K.CumLogSumExp,
+    K.Sort, K.TopK,
+    # shape and data movement
+    K.Reshape, K.Transpose, K.Narrow, K.Slice, K.Concat, K.Expand, K.Reverse, K.Pad,
+    K.DynamicSlice, K.DynamicUpdateSlice,
+    # indexing
+    K.Gather, K.Scatter, K.ScatterAdd,
+    # convolution and windows
+    K.Conv, K.Pool, K.SelectAndScatterAdd, K.SelectAndGatherAdd,
+})
+
+# Backward kinds with a dedicated MLX lowering (kept by legalization when native backward is on).
+NATIVE_BACKWARD_OPS = frozenset()
+
+# Backward kinds MLX runs only through their decomposition (read by device probes only).
+BACKWARD_OPS = frozenset()
+
+SUPPORTED_OPS_TRAINING = SUPPORTED_OPS | NATIVE_BACKWARD_OPS

@@ -1,0 +1,59 @@
+"""IR Graph -> a Python function over mx arrays (the interpreter loop over MLX_RULES), wrapped
+by the runtime in `mx.compile`. MLX_RULES holds one rule per claimed OpKind, by family."""
+import mlx.core as mx
+
+from ...errors import LoweringError
+from ...ir.interpret import interpret, where
+from ...ir.ops import OpKind
+from . import rules_conv, rules_elementwise, rules_index, rules_reduce, rules_shape  # noqa: F401
+from .runtime import MlxExecutable, to_mx_dtype
+from .table import MLX_RULES
+
+try:
+    from . import rules_nn  # noqa: F401
+except ImportError as _e:   # pragma: no cover - only while the module is being written
+    if "rules_nn" not in str(_e):
+        raise
+
+
+class MlxContext:
+    """What rules see: the graph's constants, converted once at lowering time."""
+
+    def __init__(self, graph):
+        self.consts = {}
+        for n in graph.nodes:
+            if n.kind is OpKind.Constant:
+                self.consts[id(n)] = mx.array(n.attrs["value"], dtype=to_mx_dtype(n.out.dtype))
+
+    def constant(self, node):
+        return self.consts[id(node)]
+
+
+def check_dtypes(graph):
+    """Every value's dtype must exist in MLX on the default device (float64: CPU only)."""
+    gpu = mx.default_device() != mx.cpu
+    for n in graph.nodes:
+        for v in n.outputs:
+            try:
+                dt = to_mx_dtype(v.dtype, f"value of {n.kind.name}")
+            except LoweringError as e:
+                raise LoweringError(f"{e}\n  in `{n.text()}`{where(n)}") from None
+            if gpu and dt == mx.float64:
+                raise LoweringError(
+                    f"backend 'mlx' has no float64 on the GPU (Metal): `{n.text()}`{where(n)}. "
+                    f"Use float32 (disable jax_enable_x64 or cast), or backend='xla'.")
+
+
+def build_function(graph):
+    """The graph as a Python function of mx arrays returning the list of outputs."""
+    ctx = MlxContext(graph)
+
+    def run(*args):
+        return interpret(graph, MLX_RULES, args, ctx, backend="mlx")
+    return run
+
+
+def lower(graph, name=None, output="mlx", compile=True):
+    check_dtypes(graph)
+    return MlxExecutable(name or graph.name, build_function(graph),
+                         [v.dtype for v in graph.inputs], output=output, compile=compile)

@@ -1,0 +1,127 @@
+"""Convolution (any dimension numbers, strides, padding incl. negative, lhs/rhs dilation, feature
+and batch groups) through MLX's channels-last `conv_general`; windowed reductions (Pool) and
+the max-pool derivatives SelectAndScatterAdd / SelectAndGatherAdd through strided window views."""
+import math
+
+import mlx.core as mx
+
+from ...ir.ops import OpKind as K
+from .rules_shape import pad
+from .table import FLOATS, highest, index_dtype, lowest, mlx_rule, out_dtype, scalar, unsupported
+
+
+@mlx_rule(K.Conv)
+def _conv(ctx, node, x, w):
+    a = node.attrs
+    lhs_spec, rhs_spec, out_spec = a["dimension_numbers"]
+    nsp = len(lhs_spec) - 2
+    dt = out_dtype(node)
+    if dt not in FLOATS:
+        unsupported(node, f"convolution producing {dt} (MLX convolves floating point only)")
+    if not 1 <= nsp <= 3:
+        unsupported(node, f"convolution with {nsp} spatial dimensions (MLX supports 1 to 3)")
+    x = mx.transpose(x.astype(dt), [lhs_spec[0], *lhs_spec[2:], lhs_spec[1]])   # N, S..., C
+    w = mx.transpose(w.astype(dt), [rhs_spec[0], *rhs_spec[2:], rhs_spec[1]])   # O, S..., I
+    groups, bgc = a["feature_group_count"], a["batch_group_count"]
+    if bgc > 1:                      # batch groups -> feature groups: [N, ..., C] -> [N/g, ..., gC]
+        n = x.shape[0] // bgc
+        x = mx.moveaxis(x.reshape(bgc, n, *x.shape[1:]), 0, -2)
+        x = x.reshape(*x.shape[:-2], -1)
+        groups = bgc
+    padding = list(a["padding"])
+    lhs_dil = list(a["lhs_dilation"])
+    if any(lo < 0 or hi < 0 for lo, hi in padding):
+        if any(d != 1 for d in lhs_dil):
+            zero = scalar(0, dt)
+            x = pad(x, zero, [(0, 0, 0)] + [(0, 0, d - 1) for d in lhs_dil] + [(0, 0, 0)])
+            lhs_dil = [1] * nsp
+        x = x[(slice(None),) + tuple(slice(max(-lo, 0), x.shape[1 + i] - max(-hi, 0))
+                                     for i, (lo, hi) in enumerate(padding))]
+        padding = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
+    out = mx.conv_general(x, w, stride=list(a["window_strides"]),
+                          padding=([lo for lo, _ in padding], [hi for _, hi in padding]),
+                          kernel_dilation=list(a["rhs_dilation"]), input_dilation=lhs_dil,
+                          groups=groups)
+    perm = [0] * (nsp + 2)
+    perm[out_spec[0]], perm[out_spec[1]] = 0, nsp + 1
+    for i, p in enumerate(out_spec[2:]):
+        perm[p] = 1 + i
+    return mx.transpose(out, perm)
+
+
+def windows(x, window, strides, dilation):
+    """A strided view [out..., window...] of every window position of x (already padded)."""
+    out = [max((d - (k - 1) * dl - 1) // s + 1, 0)
+           for d, k, s, dl in zip(x.shape, window, strides, dilation)]
+    el = [math.prod(x.shape[i + 1:]) for i in range(x.ndim)]
+    st = [s * e for s, e in zip(strides, el)] + [dl * e for dl, e in zip(dilation, el)]
+    return mx.as_strided(x, [*out, *window], st), out
+
+
+POOL = {"sum": mx.sum, "max": mx.max, "min": mx.min}
+POOL_INIT = {"sum": lambda dt: 0, "max": lowest, "min": highest}
+
+
+@mlx_rule(K.Pool)
+def _pool(ctx, node, x):
+    a = node.attrs
+    fn = a["fn"]
+    init = scalar(POOL_INIT[fn](x.dtype), x.dtype)
+    xp = pad(x, init, [(lo, hi, b - 1) for (lo, hi), b in zip(a["padding"], a["base_dilation"])])
+    win, out = windows(xp, a["window_dimensions"], a["window_strides"], a["window_dilation"])
+    if x.dtype == mx.bool_:
+        red = {"max": mx.any, "sum": mx.any, "min": mx.all}[fn]
+        return red(win, axis=list(range(x.ndim, 2 * x.ndim)))
+    r = POOL[fn](win, axis=list(range(x.ndim, 2 * x.ndim)))
+    return r.astype(x.dtype)
+
+
+def _selected(operand, prim, window, strides, padding, base_dilation, window_dilation):
+    """Index (within the flattened window) that select `prim` picks in each window: the first
+    maximum for ge, the first minimum for le. Returns (index, padded operand, out shape)."""
+    if prim not in ("ge", "le"):
+        raise NotImplementedError(f"select_prim {prim}")
+    init = scalar(lowest(operand.dtype) if prim == "ge" else highest(operand.dtype),
+                  operand.dtype)
+    cfg = [(lo, hi, b - 1) for (lo, hi), b in zip(padding, base_dilation)]
+    op = pad(operand, init, cfg)
+    win, out = windows(op, window, strides, window_dilation)
+    flat = win.reshape(*out, -1)
+    sel = mx.argmax(flat, axis=-1) if prim == "ge" else mx.argmin(flat, axis=-1)
+    return sel, cfg, out
+
+
+@mlx_rule(K.SelectAndScatterAdd)
+def _select_and_scatter_add(ctx, node, source, operand):
+    """Max-pool backward: each window's source value is added at its first maximum."""
+    a = node.attrs
+    wd, ws, pd = a["window_dimensions"], a["window_strides"], a["padding"]
+    nd = operand.ndim
+    sel, cfg, out = _selected(operand, a["select_prim"], wd, ws, pd, (1,) * nd, (1,) * nd)
+    pshape = [d + lo + hi for d, (lo, hi) in zip(operand.shape, pd)]
+    dt = index_dtype(math.prod(pshape))
+    sel = sel.astype(dt)
+    flat = None
+    for d in range(nd):
+        inner = math.prod(wd[d + 1:])
+        w_d = (sel // inner) % wd[d] if inner > 1 else sel % wd[d]
+        view = [1] * nd
+        view[d] = out[d]
+        o_d = mx.arange(out[d], dtype=dt).reshape(view) * ws[d]
+        term = (o_d + w_d) * math.prod(pshape[d + 1:])
+        flat = term if flat is None else flat + term
+    acc = mx.zeros((math.prod(pshape),), source.dtype)
+    acc = acc.at[flat.reshape(-1)].add(source.reshape(-1)).reshape(pshape)
+    return acc[tuple(slice(lo, lo + d) for d, (lo, _) in zip(operand.shape, pd))]
+
+
+@mlx_rule(K.SelectAndGatherAdd)
+def _select_and_gather_add(ctx, node, tangents, operand):
+    """Forward-mode max-pool: each window's tangent at the operand's first maximum."""
+    a = node.attrs
+    sel, cfg, out = _selected(operand, a["select_prim"], a["window_dimensions"],
+                              a["window_strides"], a["padding"], a["base_dilation"],
+                              a["window_dilation"])
+    tp = pad(tangents, scalar(0, tangents.dtype), cfg)
+    win, _ = windows(tp, a["window_dimensions"], a["window_strides"], a["window_dilation"])
+    return mx.take_along_axis(win.reshape(*out, -1), sel[..., None], axis=-1)[..., 0]

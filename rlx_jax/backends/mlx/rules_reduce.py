@@ -1,0 +1,172 @@
+"""Reductions, arg-reductions (NaN first, lowest index on ties), cumulative ops, Sort (stable,
+multi-operand, IEEE total order), TopK, and the contractions DotGeneral / MatMul."""
+import math
+
+import mlx.core as mx
+
+from ...ir.ops import OpKind as K
+from .table import (FLOATS, SIGNED, TO_SIGNED, bits, is_float, mlx_rule, out_dtype, scalar,
+                    unsupported)
+
+
+def _bitwise_reduce(x, axes, fn):
+    """and/or/xor over integer axes, one bit plane at a time (MLX has no bitwise reduction)."""
+    if x.dtype == mx.bool_:
+        return {"and": mx.all, "or": mx.any,
+                "xor": lambda v, axis: mx.sum(v.astype(mx.uint32), axis=axis) % 2 == 1}[fn](
+                    x, axis=axes)
+    out = mx.zeros([d for i, d in enumerate(x.shape) if i not in axes], x.dtype)
+    for b in range(bits(x.dtype)):
+        one = scalar(1 << b if b < bits(x.dtype) - 1 or x.dtype not in SIGNED
+                     else -(1 << b), x.dtype)
+        plane = mx.bitwise_and(x, one) != 0
+        hit = {"and": mx.all, "or": mx.any,
+               "xor": lambda v, axis: mx.sum(v.astype(mx.uint32), axis=axis) % 2 == 1}[fn](
+                   plane, axis=axes)
+        out = mx.where(hit, mx.bitwise_or(out, one), out)
+    return out
+
+
+REDUCE = {"sum": mx.sum, "prod": mx.prod, "max": mx.max, "min": mx.min}
+
+
+@mlx_rule(K.Reduce)
+def _reduce(ctx, node, x):
+    fn, axes = node.attrs["fn"], list(node.attrs["axes"])
+    if not axes:
+        return x
+    if fn in ("and", "or", "xor"):
+        return _bitwise_reduce(x, axes, fn)
+    if x.dtype == mx.bool_:
+        fn = {"max": "or", "min": "and", "sum": "or", "prod": "and"}[fn]
+        return _bitwise_reduce(x, axes, fn)
+    return REDUCE[fn](x, axis=axes).astype(out_dtype(node))
+
+
+def _arg(best):
+    def rule(ctx, node, x):
+        axis = node.attrs["axis"]
+        if x.dtype == mx.bool_:
+            x = x.astype(mx.uint8)
+        r = best(x, axis=axis)
+        if is_float(x):                                  # JAX: the first NaN wins
+            nan = mx.isnan(x)
+            r = mx.where(mx.any(nan, axis=axis), mx.argmax(nan, axis=axis), r)
+        return r.astype(out_dtype(node))
+    return rule
+
+
+mlx_rule(K.ArgMax)(_arg(mx.argmax))
+mlx_rule(K.ArgMin)(_arg(mx.argmin))
+
+CUMULATIVE = {K.Cumsum: mx.cumsum, K.CumProd: mx.cumprod, K.CumMax: mx.cummax,
+              K.CumMin: mx.cummin, K.CumLogSumExp: mx.logcumsumexp}
+
+
+@mlx_rule(*CUMULATIVE)
+def _cumulative(ctx, node, x):
+    a = node.attrs
+    dt = out_dtype(node)
+    if x.ndim == 0:
+        return x
+    if x.dtype == mx.bool_:
+        x = x.astype(mx.uint8)
+    r = CUMULATIVE[node.kind](x, axis=a["axis"], reverse=a["reverse"])
+    return r.astype(dt) if dt != mx.bool_ else r != 0
+
+
+def order_key(x):
+    """An integer array whose ascending order is JAX's sort order of x (floats: -inf < ... <
+    -0 < +0 < ... < inf < NaN, every NaN last whatever its sign)."""
+    if x.dtype == mx.bool_:
+        return x.astype(mx.uint8)
+    if x.dtype not in FLOATS:
+        return x
+    si = TO_SIGNED[x.dtype]
+    b = x.view(si)
+    top = scalar(2 ** (bits(x.dtype) - 1) - 1, si)
+    return mx.where(mx.isnan(x), top, mx.where(b < 0, mx.bitwise_xor(b, top), b))
+
+
+def _from_key(k, dtype):
+    if dtype == mx.bool_:
+        return k != 0
+    if dtype not in FLOATS:
+        return k
+    si = k.dtype
+    return mx.where(k < 0, mx.bitwise_xor(k, scalar(2 ** (bits(dtype) - 1) - 1, si)),
+                    k).view(dtype)
+
+
+def _stable_order(keys):
+    """Permutation (last axis) sorting lexicographically by keys, stable."""
+    idx = None
+    for key in reversed(keys):
+        k = key if idx is None else mx.take_along_axis(key, idx, axis=-1)
+        o = mx.argsort(k, axis=-1)
+        idx = o if idx is None else mx.take_along_axis(idx, o, axis=-1)
+    return idx
+
+
+@mlx_rule(K.Sort)
+def _sort(ctx, node, *xs):
+    a = node.attrs
+    dim, nk = a["dimension"], a["num_keys"]
+    if xs[0].ndim == 0:
+        return tuple(xs) if len(xs) > 1 else xs[0]
+    moved = [mx.moveaxis(x, dim, -1) for x in xs]
+    if len(xs) == 1:
+        out = [_from_key(mx.sort(order_key(moved[0]), axis=-1), xs[0].dtype)]
+    else:
+        idx = _stable_order([order_key(k) for k in moved[:nk]])
+        out = [mx.take_along_axis(x, idx, axis=-1) for x in moved]
+    out = tuple(mx.moveaxis(o, -1, dim) for o in out)
+    return out if len(out) > 1 else out[0]
+
+
+@mlx_rule(K.TopK)
+def _top_k(ctx, node, x):
+    """Largest k along the last axis, descending; ties keep the lowest index first."""
+    k = node.attrs["k"]
+    desc = mx.bitwise_invert(order_key(x))              # ~key reverses the order exactly
+    idx = mx.argsort(desc, axis=-1)[..., :k]
+    return mx.take_along_axis(x, idx, axis=-1), idx.astype(out_dtype(node, 1))
+
+
+# ---- contractions ----
+def _batched_matmul(x, y, dt):
+    """[B, M, K] x [B, K, N] -> [B, M, N] in dtype dt (integers by broadcast-multiply-sum)."""
+    if dt in FLOATS:
+        return mx.matmul(x.astype(dt), y.astype(dt))
+    if dt == mx.bool_:
+        return mx.any(mx.logical_and(x[..., None], y[:, None]), axis=2)
+    return mx.sum(x.astype(dt)[..., None] * y.astype(dt)[:, None], axis=2).astype(dt)
+
+
+@mlx_rule(K.DotGeneral)
+def _dot_general(ctx, node, x, y):
+    (lc, rc), (lb, rb) = node.attrs["dimension_numbers"]
+    lfree = [d for d in range(x.ndim) if d not in lc and d not in lb]
+    rfree = [d for d in range(y.ndim) if d not in rc and d not in rb]
+
+    def size(arr, dims):
+        return math.prod(arr.shape[d] for d in dims)
+    xt = mx.transpose(x, [*lb, *lfree, *lc]).reshape(
+        size(x, lb), size(x, lfree), size(x, lc))
+    yt = mx.transpose(y, [*rb, *rc, *rfree]).reshape(
+        size(y, rb), size(y, rc), size(y, rfree))
+    out = _batched_matmul(xt, yt, out_dtype(node))
+    return out.reshape(node.out.shape)
+
+
+@mlx_rule(K.MatMul)
+def _matmul(ctx, node, x, y):
+    dt = out_dtype(node)
+    if dt in FLOATS and x.ndim >= 2 and y.ndim >= 2:
+        return mx.matmul(x.astype(dt), y.astype(dt))
+    if x.ndim != y.ndim or x.ndim < 2:
+        unsupported(node, "integer MatMul with operands of different rank")
+    batch = x.shape[:-2]
+    xb = x.reshape(-1, *x.shape[-2:])
+    yb = mx.broadcast_to(y, (*batch, *y.shape[-2:])).reshape(-1, *y.shape[-2:])
+    return _batched_matmul(xb, yb, dt).reshape(node.out.shape)

@@ -1,0 +1,70 @@
+"""MLX_RULES: OpKind -> rule(ctx, node, *mx_arrays), and helpers shared by the rule families."""
+import mlx.core as mx
+import numpy as np
+
+from ...errors import LoweringError
+from ...ir.interpret import rule_table
+from .runtime import to_mx_dtype
+
+MLX_RULES, mlx_rule = rule_table("MLX_RULES")
+
+HALF = (mx.float16, mx.bfloat16)
+FLOATS = (mx.float16, mx.bfloat16, mx.float32, mx.float64)
+UNSIGNED = {mx.uint8: 8, mx.uint16: 16, mx.uint32: 32, mx.uint64: 64}
+SIGNED = {mx.int8: 8, mx.int16: 16, mx.int32: 32, mx.int64: 64}
+TO_UNSIGNED = {mx.int8: mx.uint8, mx.int16: mx.uint16, mx.int32: mx.uint32,
+               mx.int64: mx.uint64, mx.float16: mx.uint16, mx.bfloat16: mx.uint16,
+               mx.float32: mx.uint32, mx.float64: mx.uint64, **{u: u for u in UNSIGNED}}
+TO_SIGNED = {mx.uint8: mx.int8, mx.uint16: mx.int16, mx.uint32: mx.int32,
+             mx.uint64: mx.int64, mx.float16: mx.int16, mx.bfloat16: mx.int16,
+             mx.float32: mx.int32, mx.float64: mx.int64, **{s: s for s in SIGNED}}
+
+
+def is_float(x):
+    return x.dtype in FLOATS
+
+
+def out_dtype(node, i=0):
+    return to_mx_dtype(node.outputs[i].dtype, f"output of {node.kind.name}")
+
+
+def full(shape, value, dtype):
+    return mx.full(tuple(shape), mx.array(value, dtype=dtype))
+
+
+def scalar(value, dtype):
+    return mx.array(value, dtype=dtype)
+
+
+def lowest(dtype):
+    if dtype == mx.bool_:
+        return False
+    if dtype in FLOATS:
+        return -np.inf
+    return int(np.iinfo(np.dtype(mx_np_name(dtype))).min)
+
+
+def highest(dtype):
+    if dtype == mx.bool_:
+        return True
+    if dtype in FLOATS:
+        return np.inf
+    return int(np.iinfo(np.dtype(mx_np_name(dtype))).max)
+
+
+def mx_np_name(dtype):
+    return str(dtype).rsplit(".", 1)[-1].replace("bool_", "bool")
+
+
+def bits(dtype):
+    return {mx.bool_: 8, mx.float16: 16, mx.bfloat16: 16, mx.float32: 32, mx.float64: 64,
+            **UNSIGNED, **SIGNED}[dtype]
+
+
+def index_dtype(size):
+    return mx.int32 if size < 2 ** 31 else mx.int64
+
+
+def unsupported(node, what):
+    raise LoweringError(f"backend 'mlx' cannot lower {node.kind.name}: {what}. "
+                        f"Use backend='xla' for this program, or rewrite this op.")
