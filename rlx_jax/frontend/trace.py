@@ -12,7 +12,7 @@ import numpy as np
 from jax._src import source_info_util
 from jax.extend import core as jcore
 
-from ..errors import UnsupportedPrimitiveError
+from ..errors import RlxError, UnsupportedPrimitiveError
 from ..ir.graph import Builder, Graph, Value
 from ..passes.dce import dce
 from .rules import JAXPR_RULES, UNSUPPORTED
@@ -53,11 +53,28 @@ class EqnContext:
         return self.b.add(kind, inputs, attrs, out=self.out_avals)
 
 
+def _eqn_text(eqn, limit=200):
+    """The eqn as one line of text (nested jaxprs flattened), cut at `limit` characters."""
+    text = " ".join(str(eqn).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _placeholder(aval):
+    """A stand-in value for an unsupported eqn's output, so tracing can go on and collect every
+    unsupported primitive; extended dtypes (PRNG keys) get a plain one."""
+    try:
+        dtype = np.dtype(aval.dtype)
+    except TypeError:
+        dtype = np.dtype(np.uint32)
+    return Value(aval.shape, dtype)
+
+
 class _Tracer:
     def __init__(self):
         self.b = Builder(Graph())
         self.missing = {}   # primitive name -> [count, first eqn text, source line]
         self.literals = {}
+        self.call_src = None   # source line of the innermost enclosing call-like eqn
 
     def literal(self, val, aval):
         arr = np.asarray(val, dtype=aval.dtype)
@@ -91,19 +108,33 @@ class _Tracer:
 
     def eqn(self, eqn, invals):
         name = eqn.primitive.name
+        src = source_line(eqn) or self.call_src
         if name in CALL_PARAMS and CALL_PARAMS[name] in eqn.params:
             body = eqn.params[CALL_PARAMS[name]]
-            if isinstance(body, jcore.ClosedJaxpr):
-                return self.run(body.jaxpr, body.consts, invals)
-            return self.run(body, [], invals)
+            outer, self.call_src = self.call_src, src
+            try:
+                if isinstance(body, jcore.ClosedJaxpr):
+                    return self.run(body.jaxpr, body.consts, invals)
+                return self.run(body, [], invals)
+            finally:
+                self.call_src = outer
         rule = JAXPR_RULES.get(name)
-        src = source_line(eqn)
         if rule is None:
-            entry = self.missing.setdefault(name, [0, str(eqn), src])
+            entry = self.missing.setdefault(name, [0, _eqn_text(eqn), src])
             entry[0] += 1
-            return [Value(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
+            return [_placeholder(v.aval) for v in eqn.outvars]
         self.b.src = src
-        out = rule(EqnContext(self.b, eqn), *invals, **eqn.params)
+        try:
+            out = rule(EqnContext(self.b, eqn), *invals, **eqn.params)
+        except RlxError as e:
+            e.args = (f"{e.args[0] if e.args else e}\n  in `{_eqn_text(eqn)}`"
+                      + (f" at {src}" if src else ""),)
+            raise
+        except Exception as e:  # noqa: BLE001 - a failing rule names the eqn and the line
+            raise UnsupportedPrimitiveError(
+                f"the frontend rule for `{name}` failed: {type(e).__name__}: {e}\n"
+                f"  in `{_eqn_text(eqn)}`" + (f" at {src}" if src else "")
+                + "\n  Rewrite this op with other jnp/lax ops, or file a frontend rule.") from e
         if isinstance(out, Value):
             out = [out]
         return list(out)
@@ -114,7 +145,7 @@ class _Tracer:
         lines = []
         for name, (count, text, src) in sorted(self.missing.items()):
             why = UNSUPPORTED.get(name, "no rule yet")
-            lines.append(f"  {name} ×{count} ({why})\n      {text.strip()}"
+            lines.append(f"  {name} ×{count} ({why})\n      {text}"
                          + (f"\n      at {src}" if src else ""))
         raise UnsupportedPrimitiveError(
             f"{len(self.missing)} unsupported JAX primitive(s) in the traced program:\n"

@@ -196,32 +196,45 @@ class Builder:
     def where(self, pred, x, y):
         return self.add(OpKind.Where, (pred, x, y))
 
+    # The data-movement helpers below state their (obvious) output type after checking the
+    # operands, instead of running shape inference: frontends emit thousands of them.
     def cast(self, x, dtype):
         dtype = np.dtype(dtype)
         if x.dtype == dtype:
             return x
-        return self.add(OpKind.Cast, (x,), {"dtype": dtype})
+        return self.add(OpKind.Cast, (x,), {"dtype": dtype}, out=[(x.shape, dtype)])
 
     def reshape(self, x, shape):
         shape = tuple(int(d) for d in shape)
         if shape == x.shape:
             return x
-        return self.add(OpKind.Reshape, (x,), {"shape": shape})
+        if int(np.prod(shape, dtype=np.int64)) != x.size or min(shape, default=0) < 0:
+            raise IRTypeError(f"cannot reshape {x.type_str()} to {list(shape)}")
+        return self.add(OpKind.Reshape, (x,), {"shape": shape}, out=[(shape, x.dtype)])
 
     def transpose(self, x, perm):
         perm = tuple(int(p) for p in perm)
         if perm == tuple(range(x.ndim)):
             return x
-        return self.add(OpKind.Transpose, (x,), {"perm": perm})
+        if sorted(perm) != list(range(x.ndim)):
+            raise IRTypeError(f"transpose of {x.type_str()} by {perm}: not a permutation")
+        return self.add(OpKind.Transpose, (x,), {"perm": perm},
+                        out=[(tuple(x.shape[p] for p in perm), x.dtype)])
 
     def expand(self, x, shape, dims=None):
         """Broadcast `x` to `shape`; `dims` maps x's axes to output axes (default: trailing)."""
         shape = tuple(int(d) for d in shape)
         if dims is None:
             dims = tuple(range(len(shape) - x.ndim, len(shape)))
-        if shape == x.shape and tuple(dims) == tuple(range(x.ndim)):
+        dims = tuple(int(d) for d in dims)
+        if shape == x.shape and dims == tuple(range(x.ndim)):
             return x
-        return self.add(OpKind.Expand, (x,), {"shape": shape, "dims": tuple(dims)})
+        if (len(dims) != x.ndim or list(dims) != sorted(set(dims))
+                or any(not 0 <= d < len(shape) or x.shape[i] not in (1, shape[d])
+                       for i, d in enumerate(dims))):
+            raise IRTypeError(f"cannot broadcast {x.type_str()} to {list(shape)} along {dims}")
+        return self.add(OpKind.Expand, (x,), {"shape": shape, "dims": dims},
+                        out=[(shape, x.dtype)])
 
     def reduce(self, fn, x, axes, keepdims=False):
         axes = tuple(sorted(a % x.ndim for a in axes))

@@ -1,0 +1,268 @@
+"""The jaxpr frontend: inlining, DCE, constants, source lines, unsupported-primitive errors, the IR
+printer and the Builder's type checks. Structural assertions are exact op counts; numerics are
+checked against JAX on the reference backend."""
+import inspect
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax._src.lax.eval_jaxpr import eval_jaxpr_p
+
+import rlx_jax
+from rlx_jax.errors import IRTypeError, UnsupportedPrimitiveError
+from rlx_jax.frontend.trace import CALL_PARAMS
+from rlx_jax.ir import Builder, OpKind
+
+HERE = os.path.basename(__file__)
+X = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+CALLS = set(CALL_PARAMS)
+
+
+def _line_of(fn, text):
+    """The file line of the first source line of `fn` that contains `text`."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, ln in enumerate(lines) if text in ln)
+
+
+def _check(fn, *args):
+    """Traces `fn`, asserts no call-like node survived and the xla result equals JAX's."""
+    g = rlx_jax.trace(fn, *args)
+    got = rlx_jax.jit(fn, backend="xla")(*args)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6),
+                 got, fn(*args))
+    return g
+
+
+# ---- inlining ----------------------------------------------------------------------------------
+
+def _closed_call(fn):
+    """Wraps `fn` so that it is staged as a `closed_call` primitive."""
+    def wrapped(x):
+        closed = jax.make_jaxpr(fn)(x)
+        return eval_jaxpr_p.bind(x, jaxpr=closed)[0]
+    return wrapped
+
+
+@jax.custom_vjp
+def _scaled_sin(x):
+    return jnp.sin(x)
+
+
+_scaled_sin.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (3.0 * c * g,))
+
+
+@pytest.mark.parametrize("name, fn, prim, counts", [
+    ("jit", lambda x: jax.jit(lambda y: jnp.sin(y) * 2.0)(x), "jit",
+     {"Activation": 1, "Binary": 1}),
+    ("nested_jit", jax.jit(lambda x: jax.jit(jnp.exp)(jax.jit(jnp.sin)(x))), "jit",
+     {"Activation": 2}),
+    ("closed_call", _closed_call(lambda y: jnp.cos(y) + 1.0), "closed_call",
+     {"Activation": 1, "Binary": 1}),
+    ("relu", jax.nn.relu, "custom_jvp_call", {"Binary": 1}),
+    ("softplus", jax.nn.softplus, "custom_jvp_call", None),
+    ("relu6", jax.nn.relu6, "custom_jvp_call", {"Binary": 2}),
+    ("custom_vjp", _scaled_sin, "custom_vjp_call", {"Activation": 1}),
+    ("checkpoint", jax.checkpoint(lambda x: jnp.sin(jnp.sin(x))), "remat2", {"Activation": 2}),
+])
+def test_call_primitives_are_inlined(name, fn, prim, counts):
+    from tests.test_coverage import primitive_names
+    assert prim in primitive_names(jax.make_jaxpr(fn)(X).jaxpr), "case does not exercise " + prim
+    g = _check(fn, X)
+    assert not {n.kind.name for n in g.nodes} & CALLS
+    if counts is not None:
+        assert g.op_counts() == counts, g.as_text()
+
+
+def test_custom_vjp_backward_is_the_users():
+    """Under jax.grad the user's bwd rule (3·cos) is what runs, not the true derivative."""
+    grad = jax.grad(lambda x: jnp.sum(_scaled_sin(x)))
+    got = rlx_jax.jit(grad, backend="xla")(X)
+    np.testing.assert_allclose(got, 3.0 * np.cos(X), rtol=1e-6)
+
+
+def test_grad_of_checkpoint_and_custom_jvp():
+    f = jax.grad(lambda x: jnp.sum(jax.checkpoint(lambda y: jax.nn.softplus(jnp.sin(y)))(x)))
+    _check(f, X)
+
+
+# ---- DCE, constants ----------------------------------------------------------------------------
+
+def test_dead_code_is_removed():
+    def f(x):
+        unused = jnp.exp(x) * 3.0   # noqa: F841 - dead on purpose
+        a, b, c = jnp.split(x, [1, 2], axis=1)
+        return b * 2.0
+    g = _check(f, X)
+    assert g.op_counts() == {"Binary": 1, "Slice": 1}, g.as_text()
+
+
+def test_unused_output_of_multi_output_call_vanishes():
+    def f(x):
+        vals, idx = lax.top_k(x, 2)
+        return vals
+    g = rlx_jax.trace(f, X)
+    assert g.op_counts() == {"TopK": 1}
+    assert len(g.outputs) == 1
+
+
+def test_literals_and_closed_over_arrays_become_constants():
+    table = np.arange(4, dtype=np.float32) + 0.5
+
+    def f(x):
+        return x * 2.0 + table - 2.0 * jnp.asarray(table)
+
+    g = _check(f, X)
+    consts = [n for n in g.nodes if n.kind is OpKind.Constant]
+    values = sorted(float(np.asarray(n.attrs["value"]).reshape(-1)[0]) for n in consts)
+    assert any(np.array_equal(n.attrs["value"], table) for n in consts), g.as_text()
+    assert 2.0 in values
+    # the literal 2.0 (used twice) becomes one Constant
+    assert sum(1 for n in consts if n.attrs["value"].shape == () and
+               float(n.attrs["value"]) == 2.0) == 1, g.as_text()
+    assert all(n.kind is not OpKind.Input for n in g.nodes[1:])
+
+
+# ---- source lines ------------------------------------------------------------------------------
+
+def _two_lines(x):
+    y = jnp.sin(x)
+    return jnp.exp(y) * 3.0
+
+
+def test_every_node_records_the_users_line():
+    g = rlx_jax.trace(_two_lines, X)
+    srcs = {n.kind: n.src for n in g.nodes if n.kind not in (OpKind.Input, OpKind.Constant)}
+    sin_line = _line_of(_two_lines, "jnp.sin")
+    exp_line = _line_of(_two_lines, "jnp.exp")
+    assert set(srcs) == {OpKind.Activation, OpKind.Binary}
+    for n in g.nodes:
+        if n.kind in (OpKind.Input, OpKind.Constant):
+            continue
+        assert n.src is not None and n.src.startswith(f"{HERE}:"), n
+        assert "_two_lines" in n.src
+    acts = [n for n in g.nodes if n.kind is OpKind.Activation]
+    assert acts[0].src.startswith(f"{HERE}:{sin_line} ")
+    assert acts[1].src.startswith(f"{HERE}:{exp_line} ")
+    assert [n for n in g.nodes if n.kind is OpKind.Binary][0].src.startswith(
+        f"{HERE}:{exp_line} ")
+
+
+def test_source_lines_survive_inlining_and_grad():
+    def inner(x):
+        return jnp.tanh(x)
+
+    def outer(x):
+        return jnp.sum(jax.jit(inner)(x) ** 2)
+
+    g = rlx_jax.trace(jax.grad(outer), X)
+    tanh_line = _line_of(inner, "jnp.tanh")
+    tanh = [n for n in g.nodes if n.attrs.get("fn") == "tanh"]
+    assert tanh and all(n.src.startswith(f"{HERE}:{tanh_line} ") for n in tanh)
+    assert all(n.src for n in g.nodes if n.kind not in (OpKind.Input, OpKind.Constant))
+
+
+# ---- unsupported primitives --------------------------------------------------------------------
+
+def _uses_unsupported(x):
+    a = lax.cond(x[0, 0] > 0, jnp.sin, jnp.cos, x)
+    b = lax.cond(x[0, 1] > 0, jnp.exp, jnp.tanh, a)
+    noise = jax.random.normal(jax.random.key(0), x.shape)
+    return b + noise
+
+
+def test_unsupported_primitives_are_reported_once_with_counts_and_lines():
+    with pytest.raises(UnsupportedPrimitiveError) as info:
+        rlx_jax.trace(_uses_unsupported, X)
+    msg = str(info.value)
+    cond_line = _line_of(_uses_unsupported, "lax.cond(x[0, 0]")
+    rand_line = _line_of(_uses_unsupported, "jax.random")
+    assert "cond ×2" in msg, msg
+    assert f"{HERE}:{cond_line}" in msg, msg
+    assert "randomness is not supported" in msg and "control flow" in msg
+    assert f"{HERE}:{rand_line}" in msg, msg
+    assert "random_bits" in msg or "random_wrap" in msg, msg
+    assert "cond[" in msg            # the eqn text
+    assert msg.count(f"at {HERE}:") == len(info.value.args[0].split("×")) - 1
+    assert msg.count("unsupported JAX primitive(s)") == 1
+    assert "file a frontend rule" in msg
+
+
+def test_unsupported_error_through_jit_names_every_primitive():
+    with pytest.raises(UnsupportedPrimitiveError) as info:
+        rlx_jax.jit(_uses_unsupported, backend="xla")(X)
+    listed = [ln.split()[0] for ln in str(info.value).splitlines() if "×" in ln]
+    assert "cond" in listed and len(listed) >= 3, listed
+
+
+def test_unsupported_reduce_window_body():
+    f = lambda x: lax.reduce_window(x, 1.0, lax.mul, (2, 2), (1, 1), "VALID")  # noqa: E731
+    with pytest.raises(UnsupportedPrimitiveError, match="reduce_window"):
+        rlx_jax.trace(f, X)
+
+
+# ---- printer and builder -----------------------------------------------------------------------
+
+def test_printer_text():
+    def f(x, y):
+        return jnp.sum(x * y, axis=1)
+    text = rlx_jax.trace(f, X, X).as_text()
+    body = [ln.split("#")[0].rstrip() for ln in text.splitlines()]
+    assert body == [
+        "{ lambda ; a:f32[3,4] b:f32[3,4] . let",
+        "    c:f32[3,4] = Binary[fn=mul] a b",
+        "    d:f32[3] = Reduce[fn=sum, axes=(1,)] c",
+        "  in (d) }",
+    ], text
+    line = _line_of(f, "jnp.sum")
+    assert text.count(f"# {HERE}:{line} ({f.__qualname__})") == 2
+
+
+def test_printer_multi_output_and_attrs():
+    g = rlx_jax.trace(lambda x: lax.top_k(x, 2), X)
+    text = g.as_text()
+    assert "b:f32[3,2] c:i32[3,2] = TopK[k=2] a" in text, text
+    assert "in (b, c)" in text
+
+
+def test_builder_refuses_ill_typed_nodes():
+    b = Builder()
+    x = b.input((3,), np.float32)
+    y = b.input((4,), np.float32)
+    i = b.input((3,), np.int32)
+    with pytest.raises(IRTypeError, match="Binary"):
+        b.binary("add", x, y)
+    with pytest.raises(IRTypeError, match="differ in dtype"):
+        b.binary("mul", x, i)
+    with pytest.raises(IRTypeError):
+        b.reshape(x, (2, 2))
+    with pytest.raises(IRTypeError):
+        b.transpose(x, (1, 0))
+    with pytest.raises(IRTypeError):
+        b.expand(y, (3, 3))
+    with pytest.raises(IRTypeError):
+        b.add(OpKind.DotGeneral, (x, y), {"dimension_numbers": (((0,), (0,)), ((), ())),
+                                          "preferred_element_type": None})
+    ok = b.binary("add", x, x)
+    assert (ok.shape, ok.dtype) == ((3,), np.dtype(np.float32))
+    assert b.expand(x, (2, 3)).shape == (2, 3)
+
+
+def test_graph_verify_rejects_use_before_definition():
+    b = Builder()
+    x = b.input((3,), np.float32)
+    y = b.unary("exp", x)
+    b.graph.outputs = [y]
+    b.graph.nodes.reverse()
+    with pytest.raises(IRTypeError, match="before it is defined"):
+        b.graph.verify()
+
+
+def test_no_call_like_node_survives():
+    f = jax.jit(lambda x: jax.checkpoint(jax.nn.relu)(_closed_call(jnp.sin)(x)))
+    g = rlx_jax.trace(f, X)
+    assert {n.kind for n in g.nodes} <= {OpKind.Input, OpKind.Constant, OpKind.Activation,
+                                         OpKind.Binary}
+    assert CALLS  # the table of inlined primitives is not empty
