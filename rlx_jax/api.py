@@ -15,6 +15,7 @@ from .backends.base import get_backend, kept_kinds
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
 from .passes.legalize import legalize
+from .passes.recognize import recognize
 
 _SCALAR_TYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
 _SCALAR_TYPES_X64 = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
@@ -210,6 +211,7 @@ class Jitted:
 
     def _lower(self, key, args, kwargs):
         graph, out_tree, timings = self._trace(key, args, kwargs)
+        graph = recognize(graph)
         backend = self._get_backend(graph)
         t0 = time.perf_counter()
         keep = kept_kinds(backend, self.options.get("native_backward", True))

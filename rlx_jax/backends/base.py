@@ -52,12 +52,17 @@ def kept_kinds(backend, native_backward=True):
     return keep
 
 
+def _probe(backend, graph):
+    from .probe import supports
+    return supports(backend, graph)
+
+
 def get_backend(name, graph=None):
     backends = all_backends()
     if name == "auto":
         for n in available_backends():
             probe = getattr(backends[n], "supports", None)
-            if graph is None or probe is None or probe(graph):
+            if graph is None or (probe(graph) if probe else _probe(backends[n], graph)):
                 return backends[n]
         raise BackendUnavailableError("no available backend supports this program")
     if name not in backends:

@@ -1,0 +1,29 @@
+"""The device probe: can a backend run a graph at all (possibly through decompositions)?
+
+A graph is supported when every kind is in SUPPORTED_OPS ∪ NATIVE_BACKWARD_OPS ∪ BACKWARD_OPS,
+or decomposes (through DECOMPS, to a fixpoint) into such kinds. BACKWARD_OPS count here only:
+legalization never keeps them, it decomposes them.
+"""
+from ..errors import LegalizationError
+from ..passes.legalize import BOUNDARY, legalize
+
+
+def probe_kinds(backend):
+    """Every kind the probe accepts for `backend` (an object or a registered name)."""
+    from .base import all_backends
+    if isinstance(backend, str):
+        backend = all_backends()[backend]
+    return (frozenset(backend.SUPPORTED_OPS) | frozenset(backend.NATIVE_BACKWARD_OPS)
+            | frozenset(backend.BACKWARD_OPS))
+
+
+def supports(backend, graph):
+    """True when `backend` (name or object) can run `graph`, natively or by decomposition."""
+    kinds = probe_kinds(backend)
+    if graph.kinds() <= kinds | BOUNDARY:
+        return True
+    try:
+        legalize(graph, kinds, backend=getattr(backend, "name", backend))
+    except LegalizationError:
+        return False
+    return True
