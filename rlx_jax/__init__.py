@@ -4,8 +4,10 @@ from .api import Compiled, Jitted, Lowered, jit
 from .backends.base import available_backends
 from .backends.coreml.export import export_coreml
 from .frontend.trace import trace
+from . import nn  # noqa: E402
+from . import testing  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["jit", "trace", "available_backends", "export_coreml", "errors", "Jitted", "Lowered",
-           "Compiled", "__version__"]
+__all__ = ["jit", "trace", "available_backends", "export_coreml", "errors", "nn", "testing",
+           "Jitted", "Lowered", "Compiled", "__version__"]

@@ -9,6 +9,7 @@ import functools
 import jax
 import numpy as np
 
+from ...errors import IRTypeError
 from ...ir.shapes import shape_rule
 from ...nn._prim import PRIMITIVES
 from ...nn.kinds import KIND_REFS, PRIM_KINDS
@@ -42,11 +43,25 @@ for _name, _prim in PRIMITIVES.items():
         jaxpr_rule(_name)(_inline_rule(_prim))
 
 
+_SHAPES = {}
+
+
 def _ref_shape(node, *inputs):
-    structs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs]
-    out = jax.eval_shape(functools.partial(KIND_REFS[node.kind], **node.attrs), *structs)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return [(o.shape, np.dtype(o.dtype)) for o in outs]
+    """Output types of a high-level/backward node: its reference semantics, evaluated abstractly
+    (memoised per kind, attributes and operand types)."""
+    key = (node.kind, tuple(node.attrs.items()), tuple((v.shape, v.dtype) for v in inputs),
+           jax.config.jax_enable_x64)
+    if key not in _SHAPES:
+        structs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs]
+        try:
+            out = jax.eval_shape(functools.partial(KIND_REFS[node.kind], **node.attrs), *structs)
+        except Exception as e:  # noqa: BLE001 - reported as a typed IR error
+            ins = ", ".join(v.type_str() for v in inputs)
+            raise IRTypeError(f"ill-typed {node.kind.name}{node.attr_text()} on ({ins}): "
+                              f"{type(e).__name__}: {e}") from None
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        _SHAPES[key] = [(o.shape, np.dtype(o.dtype)) for o in outs]
+    return list(_SHAPES[key])
 
 
 shape_rule(*KIND_REFS)(_ref_shape)
