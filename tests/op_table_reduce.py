@@ -48,6 +48,10 @@ REDUCE_CASES = [
     *_reduce("reduce_and", lambda x: lax.reduce_and(x, (1,)), (BOOL, I32, U32), lo=-9, hi=9),
     *_reduce("reduce_or", lambda x: lax.reduce_or(x, (0, 2)), (BOOL, I32, U32), lo=-9, hi=9),
     *_reduce("reduce_xor", lambda x: lax.reduce_xor(x, (2,)), (BOOL, I32, U32), lo=-9, hi=9),
+    # lax.reduce with a non-identity init stays the generic `reduce` primitive
+    Case("reduce_generic_add_f32", lambda x: lax.reduce(x, 1.5, lax.add, (1,)), args(f32(3, 4))),
+    Case("reduce_generic_max_i32", lambda x: lax.reduce(x, 2, lax.max, (0, 1)),
+         args(arr(I32, 3, 4, lo=-5, hi=5))),
     Case("all_any_bool", lambda x: (jnp.all(x, axis=0), jnp.any(x, axis=1)),
          args(arr(BOOL, 3, 4))),
     Case("mean_var_f32", lambda x: (jnp.mean(x, 1), jnp.var(x, 0)), args(f32(4, 5)), grad=False),

@@ -53,6 +53,9 @@ SHAPE_CASES = [
           (F32, F16, I32, U32), lambda dt: args(arr(dt, 3, 4, lo=0))),
     Case("arange_f32", lambda x: x * jnp.arange(4, dtype=jnp.float32), args(f32(4))),
     *_shape("copy", lambda x: jnp.copy(x) * 2, (3, 4), dtypes=(F32, I32)),
+    Case("device_put_f32", lambda x: jax.device_put(x) * 2, args(f32(3, 4)), grad=True),
+    Case("sharding_constraint_f32", lambda x: lax.with_sharding_constraint(
+        x, jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])) + 1, args(f32(3, 4))),
     Case("stop_gradient_f32", lambda x: x * lax.stop_gradient(x), args(f32(3, 4)), grad=True),
     Case("stop_gradient_i32", lambda x: lax.stop_gradient(x) + 1, args(arr(I32, 3, 4))),
     # add_any only appears in differentiated programs: a value used twice

@@ -17,6 +17,23 @@ UNSUPPORTED = {
                             "random_bits", "random_fold_in", "threefry2x32", "random_gamma",
                             "rng_bit_generator", "rng_uniform")},
     "custom_linear_solve": "linear solvers are not supported",
+    **{p: "complex numbers are not supported (Core ML and MLX kernels are real-valued)"
+       for p in ("complex", "real", "imag", "conj")},
+    **{p: "linear-algebra decompositions are not supported yet; compute them outside "
+          "rlx_jax.jit" for p in ("cholesky", "lu", "qr", "svd", "eigh", "eig", "schur",
+                                  "triangular_solve", "householder_product", "tridiagonal",
+                                  "tridiagonal_solve", "lu_pivots_to_permutation")},
+    "fft": "FFTs are not supported yet",
+    **{p: "this special function has no rule yet; use one of the supported elementwise "
+          "functions" for p in ("igamma", "igammac", "igamma_grad_a", "random_gamma_grad",
+                                "polygamma", "zeta", "bessel_i0e", "bessel_i1e",
+                                "regularized_incomplete_beta", "clz")},
+    **{p: "host callbacks cannot run inside a compiled Core ML / MLX program; call them "
+          "outside rlx_jax.jit" for p in ("pure_callback", "io_callback", "debug_callback",
+                                          "debug_print")},
+    **{p: "collectives need a device mesh; rlx_jax runs on one device" for p in (
+        "psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "reduce_scatter",
+        "axis_index", "shard_map")},
     "while_loop": _CONTROL,
 }
 

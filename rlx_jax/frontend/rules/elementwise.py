@@ -54,8 +54,8 @@ jaxpr_rule("bitcast_convert_type")(
 jaxpr_rule("reduce_precision")(lambda ctx, x, *, exponent_bits, mantissa_bits: ctx.emit(
     K.ReducePrecision, (x,), exponent_bits=int(exponent_bits), mantissa_bits=int(mantissa_bits)))
 # identities: no node at all
-jaxpr_rule("copy", "copy_p", "stop_gradient", "optimization_barrier")(
-    lambda ctx, *xs, **params: list(xs))
+jaxpr_rule("copy", "copy_p", "stop_gradient", "optimization_barrier", "device_put",
+           "sharding_constraint")(lambda ctx, *xs, **params: list(xs))
 
 
 @jaxpr_rule("select_n")

@@ -1,6 +1,7 @@
 """Reductions, arg-reductions, cumulative ops, sorting."""
 import numpy as np
 
+from ...errors import UnsupportedPrimitiveError
 from ...ir.ops import OpKind as K
 from . import jaxpr_rule
 
@@ -12,6 +13,27 @@ jaxpr_rule("argmax")(lambda ctx, x, *, axes, index_dtype: ctx.emit(
     K.ArgMax, (x,), axis=int(axes[0]), index_dtype=np.dtype(index_dtype)))
 jaxpr_rule("argmin")(lambda ctx, x, *, axes, index_dtype: ctx.emit(
     K.ArgMin, (x,), axis=int(axes[0]), index_dtype=np.dtype(index_dtype)))
+
+_REDUCE_BODY = {"add": "sum", "mul": "prod", "max": "max", "min": "min", "and": "and",
+                "or": "or", "xor": "xor"}
+
+
+@jaxpr_rule("reduce")
+def _reduce(ctx, *operands, computation=None, jaxpr, dimensions, **params):
+    """Generic lax.reduce: recognised when it has one operand and its body is one binary op of
+    the accumulator and the element; the result is init ⊕ reduce(x)."""
+    body = jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr
+    eqn = body.eqns[0] if len(body.eqns) == 1 else None
+    if (len(operands) != 2 or eqn is None or eqn.primitive.name not in _REDUCE_BODY
+            or list(eqn.invars) != list(body.invars)):
+        raise UnsupportedPrimitiveError(
+            "lax.reduce with this body is not supported (only one operand combined by a single "
+            "add/mul/max/min/and/or/xor); use jnp reductions instead")
+    x, init = operands
+    b = ctx.b
+    red = b.reduce(_REDUCE_BODY[eqn.primitive.name], x, tuple(int(d) for d in dimensions))
+    return ctx.emit(K.Binary, (red, init), fn=eqn.primitive.name)
+
 
 CUMULATIVE = {"cumsum": K.Cumsum, "cumprod": K.CumProd, "cummax": K.CumMax,
               "cummin": K.CumMin, "cumlogsumexp": K.CumLogSumExp}
