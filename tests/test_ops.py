@@ -14,8 +14,16 @@ from .divergences import DIVERGENCES
 from .op_table import CASES
 
 
+def _np(x):
+    """numpy view of a result (MLX bfloat16 arrays have no buffer protocol for np.asarray)."""
+    if type(x).__module__.startswith("mlx"):
+        from rlx_jax.backends.mlx.runtime import to_numpy
+        return to_numpy(x)
+    return np.asarray(x)
+
+
 def _close(got, want, atol, rtol, what):
-    got, want = np.asarray(got), np.asarray(want)
+    got, want = _np(got), np.asarray(want)
     assert got.shape == want.shape, (what, got.shape, want.shape)
     assert got.dtype == want.dtype, (what, got.dtype, want.dtype)
     if want.dtype == np.bool_ or jnp.issubdtype(want.dtype, jnp.integer):
