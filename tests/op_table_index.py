@@ -21,6 +21,13 @@ DYNAMIC_CASES = [
     # starts are clamped so the slice stays in bounds; negative python-style starts wrap
     Case("dynamic_slice_clamped_f32", lambda x, i, j: lax.dynamic_slice(x, (i, j), (2, 3)),
          args(f32(4, 5), _idx(3), _idx(-9))),
+    # the primitive itself clamps a negative start to 0 (only jnp/lax wrappers wrap)
+    Case("dynamic_slice_primitive_negative_f32",
+         lambda x, i: lax.dynamic_slice_p.bind(x, i, i, slice_sizes=(2, 2)),
+         args(f32(4, 5), _idx(-1))),
+    Case("dynamic_update_slice_primitive_negative_f32",
+         lambda x, u, i: lax.dynamic_update_slice_p.bind(x, u, i, i),
+         args(f32(4, 5), f32(2, 2), _idx(-3))),
     Case("dynamic_slice_negative_f32", lambda x, i: lax.dynamic_slice_in_dim(x, i, 2, axis=1),
          args(f32(4, 5), _idx(-2))),
     *over("dynamic_update_slice",

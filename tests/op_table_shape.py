@@ -61,6 +61,7 @@ SHAPE_CASES = [
     # add_any only appears in differentiated programs: a value used twice
     Case("add_any_f32", jax.grad(lambda x: jnp.sum(x * jnp.sin(x))), args(f32(3, 4)), grad=True),
     Case("empty2_f32", _empty2_plus, args(f32(3, 4))),
+    Case("empty_f32", lambda x: x + lax.empty((3, 4), jnp.float32), args(f32(3, 4))),
     Case("empty2_i32", _empty2_plus, args(arr(I32, 3, 4))),
     Case("nested_jit_f32", jax.jit(lambda x: jax.jit(jnp.tanh)(x) * 2), args(f32(3)),
          grad=True),

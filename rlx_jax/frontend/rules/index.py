@@ -42,7 +42,8 @@ def _scatter(fn):
         kind = K.ScatterAdd if fn == "add" else K.Scatter
         extra = {} if fn == "add" else {"fn": fn}
         return ctx.emit(kind, (x, idx, upd), dimension_numbers=_dn(dimension_numbers),
-                        mode=_mode(mode, _SCATTER_MODE), indices_are_sorted=bool(indices_are_sorted),
+                        mode=_mode(mode, _SCATTER_MODE),
+                        indices_are_sorted=bool(indices_are_sorted),
                         unique_indices=bool(unique_indices), **extra)
     return rule
 
