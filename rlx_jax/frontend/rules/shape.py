@@ -52,7 +52,8 @@ def _split(ctx, x, *, sizes, axis):
         lo, hi = [0] * x.ndim, list(x.shape)
         lo[axis], hi[axis] = start, start + int(s)
         outs.append(b.add(K.Slice, (x,), {"start": tuple(lo), "limit": tuple(hi),
-                                          "strides": (1,) * x.ndim}))
+                                          "strides": (1,) * x.ndim},
+                          out=[(tuple(h - l for l, h in zip(lo, hi)), x.dtype)]))
         start += int(s)
     return outs
 
@@ -72,7 +73,8 @@ def _unstack(ctx, x, *, axis):
         lo, hi = [0] * x.ndim, list(x.shape)
         lo[axis], hi[axis] = i, i + 1
         s = b.add(K.Slice, (x,), {"start": tuple(lo), "limit": tuple(hi),
-                                  "strides": (1,) * x.ndim})
+                                  "strides": (1,) * x.ndim},
+                  out=[(tuple(h - l for l, h in zip(lo, hi)), x.dtype)])
         outs.append(b.reshape(s, x.shape[:axis] + x.shape[axis + 1:]))
     return outs
 
