@@ -23,6 +23,7 @@ source_info_util.register_exclusion(_PKG_DIR)
 # call-like primitives and the param holding their body
 CALL_PARAMS = {
     "jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+    "call": "call_jaxpr",
     "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
     "custom_vjp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr", "remat2": "jaxpr",
     "checkpoint": "jaxpr", "custom_lin": None,
