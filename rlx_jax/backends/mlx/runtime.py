@@ -8,11 +8,13 @@ Outputs are `mx.array`s; feeding them back into the next call copies nothing.
 
 Kernel cache: on CPU, `mx.compile` writes generated C++ and the `g++`-built shared objects under
 `std::filesystem::temp_directory_path() / "mlx"`, i.e. `$TMPDIR/mlx` (read from the environment
-at every kernel build). The executable points `TMPDIR` at `cache_dir()` only while it builds
-kernels (the first call, which is evaluated eagerly for that reason) and restores it right after,
-so the user's own TMPDIR is untouched for everything else. `cache_dir()` is
-`$RLX_JAX_CACHE_DIR/mlx`, else `~/.cache/rlx_jax/mlx`; kernels then sit in
-`<cache_dir>/mlx/<mlx version>/cpu`. With Metal (macOS GPU) kernels are built in memory.
+at every kernel build). The executable points `TMPDIR` at the package's cache root
+(`$RLX_JAX_CACHE_DIR`, else `~/.cache/rlx_jax`) only while it builds kernels -- its first call,
+which is evaluated eagerly for that reason -- and restores it right after, so the user's TMPDIR
+is untouched for everything else (a later call that needs a new kernel variant, e.g. for
+non-contiguous inputs, builds it under the user's TMPDIR). Kernels sit in
+`cache_dir()/<mlx version>/cpu`, cache_dir() = `<root>/mlx`. With Metal (macOS GPU) kernels are built in
+memory and nothing is written.
 """
 import os
 import shutil
@@ -22,7 +24,7 @@ import mlx.core as mx
 import numpy as np
 from absl import logging
 
-from ...errors import LoweringError, RlxError
+from ...errors import BadArgumentError, LoweringError, RlxError
 
 try:
     import ml_dtypes
@@ -71,10 +73,15 @@ def to_jax(x):
     return jnp.asarray(np.array(to_numpy(x)))
 
 
-def cache_dir():
-    base = os.environ.get("RLX_JAX_CACHE_DIR") or os.path.join(
+def _cache_root():
+    return os.environ.get("RLX_JAX_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "rlx_jax")
-    return os.path.join(base, "mlx")
+
+
+def cache_dir():
+    """Where MLX's compiled CPU kernels go: <root>/mlx/<mlx version>/cpu (MLX appends the
+    version and device itself); root = $RLX_JAX_CACHE_DIR or ~/.cache/rlx_jax."""
+    return os.path.join(_cache_root(), "mlx")
 
 
 def compile_unavailable_reason():
@@ -102,9 +109,9 @@ class _KernelCacheDir:
     def __enter__(self):
         _ENV_LOCK.acquire()
         self.old = os.environ.get("TMPDIR")
-        d = cache_dir()
+        d = _cache_root()
         os.makedirs(d, exist_ok=True)
-        os.environ["TMPDIR"] = d
+        os.environ["TMPDIR"] = d                         # MLX builds into $TMPDIR/mlx/...
 
     def __exit__(self, *exc):
         if self.old is None:
@@ -148,7 +155,7 @@ class MlxExecutable:
 
     def __init__(self, name, fn, in_dtypes, output="mlx", compile=True):
         if output not in OUTPUTS:
-            raise RlxError(f"backend 'mlx': output={output!r}; choose one of {sorted(OUTPUTS)}")
+            raise BadArgumentError(f"backend 'mlx': output={output!r}; choose one of {sorted(OUTPUTS)}")
         self.name = name
         self._raw = fn
         self._convs = [_converter(d) for d in in_dtypes]

@@ -1,0 +1,196 @@
+"""The mlx backend itself: claims vs rules, dtypes, argument and result types, training loops
+that feed results back, the kernel-cache directory, the uncompiled fallback, error messages."""
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import rlx_jax
+from rlx_jax import errors
+from rlx_jax.ir.ops import BACKWARD, OpKind
+
+pytestmark = pytest.mark.skipif("mlx" not in rlx_jax.available_backends(),
+                                reason="mlx is not installed")
+if "mlx" in rlx_jax.available_backends():
+    import mlx.core as mx
+
+    from rlx_jax.backends.mlx import claims
+    from rlx_jax.backends.mlx.lower import MLX_RULES
+    from rlx_jax.backends.mlx.runtime import cache_dir, mlx_to_np_dtype, to_numpy
+
+
+def test_claims_and_rules_agree_both_ways():
+    claimed = (claims.SUPPORTED_OPS | claims.NATIVE_BACKWARD_OPS) - {OpKind.Input}
+    assert set(MLX_RULES) == set(claimed), (
+        f"claimed without rule: {sorted(k.name for k in claimed - set(MLX_RULES))}; "
+        f"rule without claim: {sorted(k.name for k in set(MLX_RULES) - claimed)}")
+    assert claims.NATIVE_BACKWARD_OPS <= BACKWARD
+    assert not claims.SUPPORTED_OPS & BACKWARD - claims.NATIVE_BACKWARD_OPS
+    assert claims.SUPPORTED_OPS_TRAINING == claims.SUPPORTED_OPS | claims.NATIVE_BACKWARD_OPS
+
+
+def test_listed_first_and_picked_by_auto():
+    assert rlx_jax.available_backends()[0] == "mlx"
+    f = rlx_jax.jit(lambda x: x * 2)
+    out = f(np.ones(3, np.float32))
+    assert isinstance(out, mx.array)
+    assert f._cache[next(iter(f._cache))].lowered.backend.name == "mlx"
+
+
+DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.int8, np.int16, np.int32, np.uint8,
+          np.uint16, np.uint32, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_dtypes_round_trip(dtype):
+    x = (np.arange(12).reshape(3, 4) % 5).astype(dtype)
+
+    def f(a):
+        return a.T, (a == a[0]), jnp.max(a, axis=0)
+    want = jax.jit(f)(x)
+    got = rlx_jax.jit(f, backend="mlx")(x)
+    for g, w in zip(got, want):
+        assert mlx_to_np_dtype(g.dtype) == w.dtype
+        np.testing.assert_array_equal(to_numpy(g), np.asarray(w))
+
+
+def test_64_bit_dtypes_under_x64():
+    code = ("import jax, numpy as np, rlx_jax\n"
+            "jax.config.update('jax_enable_x64', True)\n"
+            "f = lambda a, b, c: (a * 3 + 1, b // 3, c >> 2, a.sum())\n"
+            "args = (np.linspace(0, 1, 5), np.arange(-5, 5, dtype=np.int64) * 10**12,\n"
+            "        np.arange(5, dtype=np.uint64) << 40)\n"
+            "want = jax.jit(f)(*args)\n"
+            "got = rlx_jax.jit(f, backend='mlx', output='numpy')(*args)\n"
+            "for g, w in zip(got, want):\n"
+            "    assert g.dtype == w.dtype, (g.dtype, w.dtype)\n"
+            "    np.testing.assert_allclose(g, np.asarray(w), rtol=1e-15)\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert r.stdout.strip().endswith("ok"), r.stderr[-2000:]
+
+
+def _f(x, y, s):
+    return jnp.tanh(x) @ y + s
+
+
+@pytest.mark.parametrize("kind", ["mlx", "numpy", "jax", "scalar"])
+def test_argument_types(kind):
+    r = np.random.RandomState(0)
+    x, y = r.randn(3, 4).astype(np.float32), r.randn(4, 2).astype(np.float32)
+    want = np.asarray(_f(x, y, 2.0))
+    conv = {"mlx": mx.array, "numpy": np.asarray, "jax": jnp.asarray,
+            "scalar": np.asarray}[kind]
+    s = 2.0 if kind == "scalar" else conv(np.float32(2.0))
+    got = rlx_jax.jit(_f, backend="mlx")(conv(x), conv(y), s)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+
+
+def test_mlx_argument_dtype_is_read_by_jit():
+    out = rlx_jax.jit(lambda a: a + 1, backend="mlx")(mx.array([1, 2], dtype=mx.int16))
+    assert out.dtype == mx.int16 and to_numpy(out).tolist() == [2, 3]
+    assert mlx_to_np_dtype(mx.bfloat16) == np.dtype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("output,typ", [("mlx", "mx"), ("numpy", np.ndarray), ("jax", jax.Array)])
+def test_output_option(output, typ):
+    typ = mx.array if typ == "mx" else typ
+    f = rlx_jax.jit(lambda x: (x + 1, {"b": (x * 2).astype(jnp.bfloat16)}), backend="mlx",
+                    output=output)
+    a, d = f(np.arange(3, dtype=np.float32))
+    assert isinstance(a, typ) and isinstance(d["b"], typ)
+    np.testing.assert_array_equal(np.asarray(a) if typ is not mx.array else to_numpy(a),
+                                  [1, 2, 3])
+    b = to_numpy(d["b"]) if typ is mx.array else np.asarray(d["b"])
+    assert b.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(b.astype(np.float32), [0, 2, 4])
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(errors.BadArgumentError, match="output"):
+        rlx_jax.jit(lambda x: x, backend="mlx", output="torch")(np.ones(2, np.float32))
+    with pytest.raises(errors.BadArgumentError, match="no option"):
+        rlx_jax.jit(lambda x: x, backend="mlx", fast=True)(np.ones(2, np.float32))
+
+
+def _loss(p, x, y):
+    h = jnp.tanh(x @ p["w1"] + p["b1"])
+    return jnp.mean((h @ p["w2"] - y) ** 2)
+
+
+def _step(p, x, y):
+    loss, g = jax.value_and_grad(_loss)(p, x, y)
+    return jax.tree.map(lambda a, b: a - 0.1 * b, p, g), loss
+
+
+def test_training_loop_feeds_results_back_without_copies():
+    r = np.random.RandomState(1)
+    p = {"w1": r.randn(4, 8).astype(np.float32) * .5, "b1": np.zeros(8, np.float32),
+         "w2": r.randn(8, 1).astype(np.float32) * .5}
+    x, y = r.randn(16, 4).astype(np.float32), r.randn(16, 1).astype(np.float32)
+    step = rlx_jax.jit(_step, backend="mlx")
+    pj, pm = p, p
+    xm, ym = mx.array(x), mx.array(y)
+    for _ in range(5):
+        pj, lj = jax.jit(_step)(pj, x, y)
+        pm, lm = step(pm, xm, ym)
+        np.testing.assert_allclose(np.asarray(lm), np.asarray(lj), rtol=1e-5)
+    assert step.trace_count == 1      # numpy and mx.array arguments share one executable
+    exe = next(iter(step._cache.values())).executable
+    leaves = jax.tree.leaves(pm)
+    assert all(a is b for a, b in zip(exe._inputs(leaves), leaves))   # no conversion, no copy
+    for k in p:
+        np.testing.assert_allclose(np.asarray(pm[k]), np.asarray(pj[k]), rtol=1e-4, atol=1e-6)
+
+
+def test_kernel_cache_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLX_JAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "user_tmp"))
+    f = rlx_jax.jit(lambda x: jnp.cos(jnp.sin(x) * 1.75) - 0.5 * x, backend="mlx")
+    f(np.ones((3, 7), np.float32))
+    compiled = next(iter(f._cache.values())).executable
+    if not compiled.compiled:
+        pytest.skip(f"mx.compile is unavailable here: {compiled.why_uncompiled}")
+    assert cache_dir() == str(tmp_path / "mlx")
+    built = [p for p in (tmp_path / "mlx").rglob("*.so")]
+    assert built, "no kernel was built under the package's cache directory"
+    assert os.environ["TMPDIR"] == str(tmp_path / "user_tmp")    # restored after the build
+    assert not (tmp_path / "user_tmp").exists()
+
+
+def test_uncompiled_fallback_says_why():
+    code = ("import os, numpy as np, rlx_jax, jax.numpy as jnp\n"
+            "from absl import logging\n"
+            "f = rlx_jax.jit(lambda x: jnp.exp(x) + 1, backend='mlx')\n"
+            "out = f(np.zeros(3, np.float32)); f(np.ones(4, np.float32))\n"
+            "exe = next(iter(f._cache.values())).executable\n"
+            "assert not exe.compiled and exe.runtime == 'mlx-eager'\n"
+            "np.testing.assert_allclose(np.asarray(out), [2, 2, 2])\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "RLX_JAX_MLX_COMPILE": "0", "JAX_PLATFORMS": "cpu"})
+    assert r.stdout.strip().endswith("ok"), r.stderr[-2000:]
+    assert r.stderr.count("running uncompiled") == 1, r.stderr
+
+
+def test_compile_false_option():
+    f = rlx_jax.jit(lambda x: x * 3, backend="mlx", compile=False)
+    np.testing.assert_array_equal(np.asarray(f(np.ones(2, np.float32))), [3, 3])
+    assert next(iter(f._cache.values())).runtime == "mlx-eager"
+
+
+def test_lowering_error_names_node_and_source_line():
+    def f(x, w):
+        return jax.lax.conv(x, w, (1, 1), "VALID")
+    with pytest.raises(errors.LoweringError) as e:
+        rlx_jax.jit(f, backend="mlx")(np.ones((1, 1, 3, 3), np.int32),
+                                      np.ones((1, 1, 2, 2), np.int32))
+    msg = str(e.value)
+    assert "Conv" in msg and "floating point" in msg and "test_mlx.py" in msg
+    assert "backend='xla'" in msg
