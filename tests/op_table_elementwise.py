@@ -5,8 +5,8 @@ import numpy as np
 from jax import lax
 from jax.scipy import special as jsp
 
-from .op_table_base import (BF16, BOOL, F16, F32, FLOATS, I32, INTS, U32, Case, args, arr,
-                            const, f32, over)
+from .op_table_base import (BF16, BOOL, F16, F32, FLOATS, I32, INTS, SHORT, U32, Case, args,
+                            arr, const, f32, over)
 
 NAN, INF = float("nan"), float("inf")
 
@@ -135,7 +135,22 @@ def _cmp(name, fn):
     return cases
 
 
-COMPARE_CASES = [c for p, fn in [("eq", lax.eq), ("ne", lax.ne), ("lt", lax.lt),
+def _total(name, prim):
+    special = [0.0, -0.0, NAN, -NAN, INF, -INF, 1.0, -1.0]
+    xs = [a for a in special for _ in special]
+    ys = [b for _ in special for b in special]
+    return [Case(f"{name}_{SHORT[dt]}", lambda x, y: prim.bind(x, y),
+                 args(const(xs, dt), const(ys, dt))) for dt in FLOATS] + [
+        Case(f"{name}_i32", lambda x, y: prim.bind(x, y), args(arr(I32, 3, 4), arr(I32, 3, 4)))]
+
+
+# totalOrder comparisons (searchsorted and sort comparators): -NaN < -inf < -0 < +0 < inf < NaN
+TOTAL_ORDER_CASES = [*_total("lt_to", lax.lt_to_p), *_total("le_to", lax.le_to_p),
+                     *_total("eq_to", lax.eq_to_p),
+                     Case("searchsorted_compare_all_f32", lambda a, v: jnp.searchsorted(
+                         jnp.sort(a), v, method="compare_all"), args(f32(6), f32(4)))]
+
+COMPARE_CASES = TOTAL_ORDER_CASES + [c for p, fn in [("eq", lax.eq), ("ne", lax.ne), ("lt", lax.lt),
                                  ("le", lax.le), ("gt", lax.gt), ("ge", lax.ge)]
                  for c in _cmp(p, fn)]
 

@@ -63,6 +63,9 @@ SHAPE_CASES = [
     Case("empty2_f32", _empty2_plus, args(f32(3, 4))),
     Case("empty_f32", lambda x: x + lax.empty((3, 4), jnp.float32), args(f32(3, 4))),
     Case("empty2_i32", _empty2_plus, args(arr(I32, 3, 4))),
+    # lax.platform_dependent: platform_index + cond, resolved to the CPU/default branch
+    Case("platform_dependent_diag_f32", jnp.diag, args(f32(4, 4)), grad=True),
+    Case("platform_dependent_trace_f32", jnp.trace, args(f32(3, 3)), grad=True),
     Case("nested_jit_f32", jax.jit(lambda x: jax.jit(jnp.tanh)(x) * 2), args(f32(3)),
          grad=True),
 ]

@@ -14,6 +14,7 @@ from jax.extend import core as jcore
 
 from ..errors import RlxError, UnsupportedPrimitiveError
 from ..ir.graph import Builder, Graph, Value
+from ..ir.ops import OpKind
 from ..passes.dce import dce
 from .rules import JAXPR_RULES, UNSUPPORTED
 
@@ -58,6 +59,14 @@ def _eqn_text(eqn, limit=200):
     """The eqn as one line of text (nested jaxprs flattened), cut at `limit` characters."""
     text = " ".join(str(eqn).split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _constant_index(v):
+    """The integer value of a scalar produced by a Constant node, else None."""
+    node = v.node
+    if node is None or node.kind is not OpKind.Constant or v.shape != ():
+        return None
+    return int(np.asarray(node.attrs["value"]))
 
 
 def _placeholder(aval):
@@ -119,6 +128,10 @@ class _Tracer:
                 return self.run(body, [], invals)
             finally:
                 self.call_src = outer
+        if name == "cond" and _constant_index(invals[0]) is not None:
+            branches = eqn.params["branches"]   # lax.switch clamps the index into range
+            i = min(max(_constant_index(invals[0]), 0), len(branches) - 1)
+            return self.run(branches[i].jaxpr, branches[i].consts, invals[1:])
         rule = JAXPR_RULES.get(name)
         if rule is None:
             entry = self.missing.setdefault(name, [0, _eqn_text(eqn), src])

@@ -37,7 +37,7 @@ UNSUPPORTED = {
     "while_loop": _CONTROL,
 }
 
-from . import elementwise, linalg, reduce, shape, index, conv  # noqa: E402,F401
+from . import elementwise, linalg, reduce, shape, index, conv, control  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
 
 for _name in UNSUPPORTED:

@@ -1,4 +1,5 @@
 """Elementwise primitives: unary math, binary arithmetic and bitwise, comparisons, selects, casts."""
+import jax.numpy as jnp
 import numpy as np
 
 from ...ir.ops import OpKind as K
@@ -77,3 +78,27 @@ def _select_n(ctx, pred, *cases):
 def _clamp(ctx, lo, x, hi):
     b = ctx.b
     return b.binary("min", b.binary("max", x, lo), hi)
+
+
+_SIGNED = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def _total_order_key(b, x):
+    """A signed-integer key of float `x` ordered as IEEE totalOrder:
+    -NaN < -inf < ... < -0.0 < +0.0 < ... < inf < NaN (sort comparators and searchsorted)."""
+    it = np.dtype(_SIGNED[x.dtype.itemsize])
+    i = b.add(K.Bitcast, (x,), {"dtype": it}, out=[(x.shape, it)])
+    sign = b.binary("shift_right_arithmetic", i, b.scalar(8 * it.itemsize - 1, i))  # 0 or -1
+    return b.binary("xor", i, b.binary("and", sign, b.scalar(np.iinfo(it).max, i)))
+
+
+def _total_order(fn):
+    def rule(ctx, x, y, **params):
+        if jnp.issubdtype(x.dtype, jnp.floating):   # bfloat16 included
+            x, y = _total_order_key(ctx.b, x), _total_order_key(ctx.b, y)
+        return ctx.emit(K.Compare, (x, y), fn=fn)
+    return rule
+
+
+for _p, _fn in (("eq_to", "eq"), ("lt_to", "lt"), ("le_to", "le")):
+    jaxpr_rule(_p)(_total_order(_fn))
