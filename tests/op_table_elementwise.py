@@ -145,8 +145,8 @@ def _total(name, prim):
 
 
 # totalOrder comparisons (searchsorted and sort comparators): -NaN < -inf < -0 < +0 < inf < NaN
-TOTAL_ORDER_CASES = [*_total("lt_to", lax.lt_to_p), *_total("le_to", lax.le_to_p),
-                     *_total("eq_to", lax.eq_to_p),
+TOTAL_ORDER_CASES = [*_total("totalorder_lt", lax.lt_to_p), *_total("totalorder_le", lax.le_to_p),
+                     *_total("totalorder_eq", lax.eq_to_p),
                      Case("searchsorted_compare_all_f32", lambda a, v: jnp.searchsorted(
                          jnp.sort(a), v, method="compare_all"), args(f32(6), f32(4)))]
 
