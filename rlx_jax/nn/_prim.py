@@ -175,3 +175,10 @@ def reduce_rows(x, like_ndim):
     """Sums `x` over its leading axes down to `like_ndim` trailing axes."""
     return jnp.sum(x, axis=tuple(range(x.ndim - like_ndim)))
 
+
+
+def promote(*xs):
+    """Float operands of one op as arrays of their common dtype (the IR kinds take one dtype)."""
+    xs = [jnp.asarray(x) for x in xs]
+    dt = jnp.result_type(*xs)
+    return [x.astype(dt) for x in xs]

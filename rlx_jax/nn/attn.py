@@ -8,7 +8,7 @@ negative finite value, so a fully masked row attends uniformly instead of produc
 import jax
 import jax.numpy as jnp
 
-from ._prim import define, differentiable
+from ._prim import define, differentiable, promote
 
 
 def _to_bhsd(t, layout):
@@ -72,7 +72,7 @@ attention_p = differentiable("rlx_attention", attention_ref, linear=(0, 1, 2),
 def attention(q, k, v, mask=None, *, scale=None, causal=False, layout="BHSD"):
     """softmax(q·kᵀ·scale + mask)·v; scale defaults to 1/sqrt(D). One Attention node; its
     gradient is one AttentionBackward node (dq, dk, dv)."""
-    q, k, v = jnp.asarray(q), jnp.asarray(k), jnp.asarray(v)
+    q, k, v = promote(q, k, v)
     if layout not in ("BHSD", "BSHD"):
         raise ValueError(f"attention layout must be 'BHSD' or 'BSHD', got {layout!r}")
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
@@ -83,7 +83,7 @@ def attention(q, k, v, mask=None, *, scale=None, causal=False, layout="BHSD"):
     if mask is not None:
         mask = jnp.asarray(mask)
         kind = "bool" if mask.dtype == jnp.bool_ else "additive"
-        operands += (mask,)
+        operands += (mask if kind == "bool" else mask.astype(q.dtype),)
     return attention_p.bind(*operands, scale=scale, causal=bool(causal), layout=layout,
                             mask_kind=kind)
 
@@ -112,7 +112,7 @@ rope_p = differentiable("rlx_rope", rope_ref, linear=(0,), backward=_rope_bwd, r
 
 def rope(x, cos, sin):
     """Rotary embedding, rotate-half convention: x[..., S, D], cos/sin[S, D/2]."""
-    x, cos, sin = jnp.asarray(x), jnp.asarray(cos), jnp.asarray(sin)
+    x, cos, sin = promote(x, cos, sin)
     if x.shape[-1] % 2 or cos.shape != (x.shape[-2], x.shape[-1] // 2) or sin.shape != cos.shape:
         raise ValueError(f"rope expects x[..., S, D] with even D and cos/sin[S, D/2]; got "
                          f"{x.shape}, {cos.shape}, {sin.shape}")
