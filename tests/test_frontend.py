@@ -266,3 +266,25 @@ def test_no_call_like_node_survives():
     assert {n.kind for n in g.nodes} <= {OpKind.Input, OpKind.Constant, OpKind.Activation,
                                          OpKind.Binary}
     assert CALLS  # the table of inlined primitives is not empty
+
+
+def test_frontend_does_not_run_shape_inference_per_node(monkeypatch):
+    """Eqn outputs take their types from the jaxpr; helper nodes are memoised per signature, so
+    a deep program costs a handful of abstract evaluations, not one per node."""
+    from rlx_jax.ir import shapes
+    calls = []
+    real = shapes._infer_reference
+    monkeypatch.setattr(shapes, "_infer_reference", lambda node: calls.append(node) or real(node))
+    monkeypatch.setattr(shapes, "_CACHE", {})
+
+    def deep(ws, x):
+        for w in ws:
+            h = x @ w
+            h = (h - h.mean(-1, keepdims=True)) * lax.rsqrt(h.var(-1, keepdims=True) + 1e-5)
+            x = x + jnp.where(h > 0, h, 0.1 * h)[:, ::-1] + jnp.clip(h, -1, 1)
+        return jnp.sum(jax.nn.log_softmax(x))
+
+    ws = [np.full((8, 8), 0.01, np.float32)] * 40
+    g = rlx_jax.trace(jax.grad(deep), ws, np.ones((2, 8), np.float32))
+    assert len(g.nodes) > 1500
+    assert len(calls) < 10, sorted({n.kind.name for n in calls})
