@@ -1,0 +1,174 @@
+"""Legalization (DESIGN §5), structurally: the exact ops left for a backend that claims a chosen
+set of kinds; expansion to a fixpoint; one LegalizationError naming every offender and its
+source line; native backward kernels kept or decomposed; the device probe."""
+import jax
+import numpy as np
+import pytest
+
+import rlx_jax
+from rlx_jax.backends import supports
+from rlx_jax.backends.base import all_backends, kept_kinds
+from rlx_jax.errors import LegalizationError, LoweringError
+from rlx_jax.ir.graph import Builder
+from rlx_jax.ir.ops import BACKWARD, PRIMITIVE, OpKind as K
+from rlx_jax.passes.legalize import legalize
+
+F32 = np.float32
+
+
+class FakeBackend:
+    """A backend that only has claim tables."""
+
+    def __init__(self, supported=(), native_backward=(), backward=()):
+        self.name = "fake"
+        self.SUPPORTED_OPS = frozenset(supported)
+        self.NATIVE_BACKWARD_OPS = frozenset(native_backward)
+        self.BACKWARD_OPS = frozenset(backward)
+
+
+def ops(graph):
+    """The graph's ops in order, as 'Kind' or 'Kind[fn]' (boundary nodes left out)."""
+    return [n.kind.name + (f"[{n.attrs['fn']}]" if "fn" in n.attrs else "")
+            for n in graph.nodes if n.kind not in (K.Input, K.Constant)]
+
+
+def rms_graph(src="model.py:3 (block)"):
+    b = Builder(src=src)
+    x, g = b.input((4, 8), F32), b.input((8,), F32)
+    b.graph.outputs = [b.add(K.RmsNorm, (x, g), dict(eps=1e-6, has_beta=False))]
+    return b.graph
+
+
+def test_claimed_kind_is_kept():
+    """Given:  y = RmsNorm(x, g); the backend claims PRIMITIVE + RmsNorm
+       Result: RmsNorm"""
+    fake = FakeBackend(PRIMITIVE | {K.RmsNorm})
+    assert ops(legalize(rms_graph(), kept_kinds(fake))) == ["RmsNorm"]
+
+
+def test_unclaimed_kind_is_decomposed():
+    """Given:  y = RmsNorm(x, g); the backend claims PRIMITIVE only
+       Result: x*x, sum, keepdims reshape, /D, +eps, rsqrt, x*r, gamma reshape, *gamma"""
+    fake = FakeBackend(PRIMITIVE)
+    assert ops(legalize(rms_graph(), kept_kinds(fake))) == [
+        "Binary[mul]", "Reduce[sum]", "Reshape", "Binary[div]", "Binary[add]",
+        "Activation[rsqrt]", "Binary[mul]", "Reshape", "Binary[mul]"]
+
+
+def sce_backward_graph():
+    b = Builder()
+    logits, labels, dloss = b.input((4, 10), F32), b.input((4,), np.int32), b.input((4,), F32)
+    b.graph.outputs = [b.add(K.SoftmaxCrossEntropyBackward, (logits, labels, dloss))]
+    return b.graph
+
+
+def test_fixpoint_expansion_keeps_claimed_intermediate_kinds():
+    """Given:  SoftmaxCrossEntropyBackward, whose decomposition emits a Softmax node
+       Result: claimed Softmax stays; the one-hot is Iota + Compare + Cast"""
+    fake = FakeBackend(PRIMITIVE | {K.Softmax})
+    assert ops(legalize(sce_backward_graph(), kept_kinds(fake))) == [
+        "Softmax", "Iota", "Reshape", "Compare[eq]", "Cast", "Binary[sub]", "Reshape",
+        "Binary[mul]"]
+
+
+def test_fixpoint_expansion_decomposes_intermediate_kinds():
+    """Given:  the same graph; the backend does not claim Softmax
+       Result: the Softmax is expanded in the next round"""
+    fake = FakeBackend(PRIMITIVE)
+    assert ops(legalize(sce_backward_graph(), kept_kinds(fake))) == [
+        "Reduce[max]", "Reshape", "Binary[sub]", "Activation[exp]", "Reduce[sum]", "Reshape",
+        "Binary[div]", "Iota", "Reshape", "Compare[eq]", "Cast", "Binary[sub]", "Reshape",
+        "Binary[mul]"]
+
+
+def test_one_error_names_every_offender_with_its_source_line():
+    """Given:  RmsNorm (user line model.py:3) and a Cumsum (model.py:9, no decomposition);
+               the backend claims Binary and Reduce only
+       Result: one LegalizationError listing the decomposition's two Reshapes and its rsqrt
+               Activation (at the RmsNorm's line) and the Cumsum (at its own line)"""
+    b = Builder(src="model.py:3 (block)")
+    x, g = b.input((4, 8), F32), b.input((8,), F32)
+    y = b.add(K.RmsNorm, (x, g), dict(eps=1e-6, has_beta=False))
+    b.src = "model.py:9 (block)"
+    b.graph.outputs = [b.add(K.Cumsum, (y,), dict(axis=0, reverse=False))]
+    fake = FakeBackend({K.Binary, K.Reduce})
+    with pytest.raises(LegalizationError) as info:
+        legalize(b.graph, kept_kinds(fake), backend="fake")
+    msg = str(info.value)
+    assert "backend 'fake' cannot run 4 node(s)" in msg
+    lines = [ln for ln in msg.splitlines() if ln.startswith("  ") and "`" in ln]
+    assert [ln.split(":")[0].strip() for ln in lines] == [
+        "Reshape", "Activation", "Reshape", "Cumsum"]
+    assert all(ln.endswith("at model.py:3 (block)") for ln in lines[:3])
+    assert lines[3].endswith("at model.py:9 (block)")
+
+
+def test_error_carries_the_user_line_from_tracing():
+    def f(x):
+        return jax.lax.cumsum(x, 0)        # no decomposition for Cumsum
+    graph = rlx_jax.trace(f, np.ones((3,), F32))
+    with pytest.raises(LegalizationError, match=r"Cumsum: `.*`  at test_legalize.py:\d+ \(.*f\)"):
+        legalize(graph, {K.Binary}, backend="fake")
+
+
+def rms_grad_graph():
+    def loss(x, g):
+        return (rlx_jax.nn.rms_norm(x, g) ** 2).sum()
+    x, g = np.ones((4, 8), F32), np.ones((8,), F32)
+    return rlx_jax.trace(jax.grad(loss, argnums=(0, 1)), x, g)
+
+
+def test_native_backward_kinds_are_kept_only_with_native_backward():
+    """Given:  grad of an RMSNorm loss; the backend has native RmsNorm backward kernels
+       Result: kept with native_backward=True; decomposed with native_backward=False"""
+    fake = FakeBackend(PRIMITIVE | {K.RmsNorm},
+                       native_backward={K.RmsNormBackwardInput, K.RmsNormBackwardGamma})
+    on = legalize(rms_grad_graph(), kept_kinds(fake, native_backward=True))
+    off = legalize(rms_grad_graph(), kept_kinds(fake, native_backward=False))
+    assert {k for k in on.op_counts() if "Backward" in k} == {
+        "RmsNormBackwardInput", "RmsNormBackwardGamma"}
+    assert not any("Backward" in k for k in off.op_counts())
+
+
+def test_backward_ops_are_never_kept():
+    """BACKWARD_OPS are run by decomposition only, even if also listed as supported."""
+    fake = FakeBackend(PRIMITIVE | {K.RmsNormBackwardGamma},
+                       backward={K.RmsNormBackwardInput, K.RmsNormBackwardGamma})
+    keep = kept_kinds(fake)
+    assert not keep & BACKWARD
+    assert not any("Backward" in k for k in legalize(rms_grad_graph(), keep).op_counts())
+
+
+def test_jit_native_backward_false_decomposes_every_backward_kind(monkeypatch):
+    xla = all_backends()["xla"]
+    monkeypatch.setattr(xla, "NATIVE_BACKWARD_OPS",
+                        frozenset({K.RmsNormBackwardInput, K.RmsNormBackwardGamma}))
+
+    def loss(x, g):
+        return (rlx_jax.nn.rms_norm(x, g) ** 2).sum()
+    x = np.random.RandomState(0).randn(4, 8).astype(F32)
+    g = np.ones((8,), F32)
+    grad = jax.grad(loss, argnums=(0, 1))
+    native = rlx_jax.jit(grad, backend="xla")
+    assert "RmsNormBackwardInput" in native.lower(x, g).legalized.op_counts()
+    with pytest.raises(LoweringError, match="no lowering for RmsNormBackwardInput"):
+        native(x, g)                      # the claim is honoured: xla has no such kernel
+    decomposed = rlx_jax.jit(grad, backend="xla", native_backward=False)
+    assert not any("Backward" in k for k in decomposed.lower(x, g).legalized.op_counts())
+    for got, want in zip(decomposed(x, g), grad(x, g)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5, rtol=1e-5)
+
+
+def test_probe_accepts_claimed_backward_and_decomposable_kinds():
+    graph = rms_grad_graph()
+    assert supports(FakeBackend(PRIMITIVE), graph)                 # everything decomposes
+    assert not supports(FakeBackend({K.Binary}), graph)          # rsqrt cannot be run
+    b = Builder()
+    x, g, dy = b.input((4, 8), F32), b.input((8,), F32), b.input((4, 8), F32)
+    b.graph.outputs = [b.add(K.RmsNormBackwardInput, (x, g, dy), dict(eps=1e-6))]
+    listed = FakeBackend({K.Binary}, backward={K.RmsNormBackwardInput})
+    assert supports(listed, b.graph)        # listed in BACKWARD_OPS: accepted by the probe ...
+    with pytest.raises(LegalizationError):  # ... though legalization never keeps it
+        legalize(b.graph, kept_kinds(listed))
+    assert supports("xla", graph)
+    assert rlx_jax.backends.supports("xla", rms_graph())
