@@ -90,6 +90,8 @@ SCATTER_CASES = [
     *over("scatter-add", _at("add", "drop"), FLOATS + (I32, U32),
           lambda dt: args(arr(dt, 5, 3, lo=0), _idx(_DUP), arr(dt, 5, 3, lo=0)), grad=True),
     Case("scatter-add_clip_f32", _at("add", "clip"), args(f32(5, 3), _idx(_DUP), f32(5, 3))),
+    Case("scatter-sub_f32", _at("subtract", "drop"), args(f32(5, 3), _idx(_DUP), f32(5, 3)),
+         grad=True),
     *over("scatter-mul", _at("multiply", "drop"), (F32, F16, I32),
           lambda dt: args(arr(dt, 5, 3), _idx(_DUP), arr(dt, 5, 3)), grad=True),
     *over("scatter-min", _at("min", "drop"), (F32, F16, I32, U32),

@@ -1,9 +1,9 @@
 """jaxpr -> RLX IR Graph.
 
-Inlines call-like primitives (jit, pjit, closed_call, core_call, custom_jvp_call,
-custom_vjp_call, remat/checkpoint), turns literals and closed-over arrays into Constants,
-records the user's file:line on every node, removes dead code, and collects every unsupported
-primitive before raising once.
+Inlines call-like primitives (jit, closed_call, call, custom_jvp_call, custom_vjp_call,
+remat2 = jax.checkpoint) and conds on a constant index, turns literals and closed-over arrays
+into Constants, records the user's file:line on every node, removes dead code, and collects
+every unsupported primitive before raising once.
 """
 import os
 
@@ -23,11 +23,8 @@ source_info_util.register_exclusion(_PKG_DIR)
 
 # call-like primitives and the param holding their body
 CALL_PARAMS = {
-    "jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
-    "call": "call_jaxpr",
-    "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
-    "custom_vjp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr", "remat2": "jaxpr",
-    "checkpoint": "jaxpr", "custom_lin": None,
+    "jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "remat2": "jaxpr",
 }
 
 

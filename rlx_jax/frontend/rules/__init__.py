@@ -12,7 +12,10 @@ _CONTROL = "control flow lowers in a later release; use Python loops/conditional
 _RANDOM = "randomness is not supported yet; draw random numbers outside rlx_jax.jit and pass " \
           "them in as arguments"
 UNSUPPORTED = {
-    **{p: _CONTROL for p in ("cond", "while", "scan")},
+    **{p: _CONTROL for p in ("while", "scan")},
+    "cond": "data-dependent conditionals lower in a later release (a cond on a constant index, "
+            "as lax.platform_dependent stages, is inlined); compute both sides and use "
+            "jnp.where, or run this part outside rlx_jax.jit",
     **{p: _RANDOM for p in ("random_seed", "random_wrap", "random_unwrap", "random_split",
                             "random_bits", "random_fold_in", "threefry2x32", "random_gamma",
                             "rng_bit_generator", "rng_uniform")},

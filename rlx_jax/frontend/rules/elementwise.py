@@ -55,7 +55,7 @@ jaxpr_rule("bitcast_convert_type")(
 jaxpr_rule("reduce_precision")(lambda ctx, x, *, exponent_bits, mantissa_bits: ctx.emit(
     K.ReducePrecision, (x,), exponent_bits=int(exponent_bits), mantissa_bits=int(mantissa_bits)))
 # identities: no node at all
-jaxpr_rule("copy", "copy_p", "stop_gradient", "optimization_barrier", "device_put",
+jaxpr_rule("copy", "stop_gradient", "optimization_barrier", "device_put",
            "sharding_constraint")(lambda ctx, *xs, **params: list(xs))
 
 

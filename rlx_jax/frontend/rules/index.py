@@ -48,13 +48,12 @@ def _scatter(fn):
     return rule
 
 
-for _p, _fn in {"scatter": "replace", "scatter-add": "add", "scatter_add": "add",
-                "scatter-mul": "mul", "scatter_mul": "mul", "scatter-min": "min",
-                "scatter_min": "min", "scatter-max": "max", "scatter_max": "max"}.items():
+for _p, _fn in {"scatter": "replace", "scatter-add": "add", "scatter-mul": "mul",
+                "scatter-min": "min", "scatter-max": "max"}.items():
     jaxpr_rule(_p)(_scatter(_fn))
 
 
-@jaxpr_rule("scatter-sub", "scatter_sub")
+@jaxpr_rule("scatter-sub")
 def _scatter_sub(ctx, x, idx, upd, **params):
     neg = ctx.b.unary("neg", upd)
     return _scatter("add")(ctx, x, idx, neg, **params)
