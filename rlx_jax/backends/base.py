@@ -49,7 +49,18 @@ def kept_kinds(backend, native_backward=True):
     keep -= frozenset(backend.BACKWARD_OPS) - frozenset(backend.NATIVE_BACKWARD_OPS)
     if not native_backward:
         keep -= BACKWARD
-    return keep
+    return Claims(keep, getattr(backend, "CLAIM_PREDICATES", None))
+
+
+class Claims(frozenset):
+    """Kinds legalization keeps, plus `predicates` ({kind: fn(node) -> bool}, a backend's
+    optional CLAIM_PREDICATES): a node of such a kind is kept only when its predicate holds
+    (e.g. a kernel that handles some attribute configurations); otherwise it is decomposed."""
+
+    def __new__(cls, kinds, predicates=None):
+        self = super().__new__(cls, kinds)
+        self.predicates = dict(predicates or {})
+        return self
 
 
 def _probe(backend, graph):

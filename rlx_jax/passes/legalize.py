@@ -20,14 +20,22 @@ def _copy_node(b, node, inputs):
     return new.outputs
 
 
-def legalize_once(graph, keep, decomps=DECOMPS):
-    """One rewrite round. Returns (new graph, number of nodes expanded, unclaimed nodes)."""
+def _kept(node, keep, predicates):
+    pred = predicates.get(node.kind)
+    return node.kind in keep and (pred is None or bool(pred(node)))
+
+
+def legalize_once(graph, keep, decomps=DECOMPS, predicates=None):
+    """One rewrite round. Returns (new graph, number of nodes expanded, unclaimed nodes).
+    `predicates` ({kind: fn(node) -> bool}) narrows the claim on a kind to some nodes."""
     b = Builder(Graph(graph.name))
     env, expanded, bad = {}, 0, []
+    predicates = predicates or {}
     for n in graph.nodes:
         ins = [env[v.id] for v in n.inputs]
-        if n.kind in keep or n.kind in BOUNDARY or n.kind not in decomps:
-            if n.kind not in keep and n.kind not in BOUNDARY:
+        kept = _kept(n, keep, predicates)
+        if kept or n.kind in BOUNDARY or n.kind not in decomps:
+            if not kept and n.kind not in BOUNDARY:
                 bad.append(n)
             outs = _copy_node(b, n, ins)
             if n.kind is OpKind.Input:
@@ -49,10 +57,12 @@ def legalize_once(graph, keep, decomps=DECOMPS):
 
 
 def legalize(graph, keep, backend="?", decomps=DECOMPS):
-    """Returns an equivalent graph containing only kinds in `keep` (plus Input/Constant)."""
+    """Returns an equivalent graph containing only kinds in `keep` (plus Input/Constant).
+    `keep` may carry `predicates` (backends.base.Claims): see legalize_once."""
+    predicates = getattr(keep, "predicates", None)
     keep = frozenset(keep)
     for _ in range(MAX_ROUNDS):
-        graph, expanded, bad = legalize_once(graph, keep, decomps)
+        graph, expanded, bad = legalize_once(graph, keep, decomps, predicates)
         if not expanded:
             break
     if bad:

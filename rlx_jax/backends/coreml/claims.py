@@ -24,17 +24,26 @@ SUPPORTED_OPS = frozenset({
     K.Gather, K.ScatterAdd, K.Scatter,
     # convolution and pooling
     K.Conv, K.Pool,
+    # high-level forward kinds (native MIL kernels: mil_nn*.py)
+    K.Softmax, K.LayerNorm, K.RmsNorm, K.GroupNorm, K.Attention, K.Rope, K.AdaLayerNorm,
+    K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
 })
 
-NATIVE_BACKWARD_OPS = frozenset()
-
-BACKWARD_OPS = frozenset({
-    K.ReluBackward, K.ActivationBackward, K.LayerNormBackwardInput, K.LayerNormBackwardGamma,
+# Native MIL backward kernels (mil_nn*.py); CLAIM_PREDICATES narrows some to the
+# configurations their kernel handles (other nodes of those kinds are decomposed).
+NATIVE_BACKWARD_OPS = frozenset({
     K.RmsNormBackwardInput, K.RmsNormBackwardGamma, K.RmsNormBackwardBeta,
+    K.LayerNormBackwardInput, K.LayerNormBackwardGamma,
     K.GroupNormBackwardInput, K.GroupNormBackwardGamma, K.GroupNormBackwardBeta,
-    K.RopeBackward, K.AttentionBackward, K.SoftmaxCrossEntropyBackward, K.CumsumBackward,
-    K.GatherBackward, K.MaxPool2dBackward, K.Conv2dBackwardInput, K.Conv2dBackwardWeight,
-    K.AdaLayerNormBackward, K.GatedResidualBackward,
+    K.MaxPool2dBackward, K.Conv2dBackwardInput, K.Conv2dBackwardWeight, K.AttentionBackward,
+    K.SoftmaxCrossEntropyBackward, K.AdaLayerNormBackward, K.GatedResidualBackward,
 })
+
+# Their decomposition is already the minimal MIL (dy·f'(x), a rope with sin negated, ...).
+BACKWARD_OPS = frozenset({
+    K.ReluBackward, K.ActivationBackward, K.RopeBackward, K.CumsumBackward, K.GatherBackward,
+})
+
+from .mil_nn_conv import CLAIM_PREDICATES  # noqa: E402
 
 SUPPORTED_OPS_TRAINING = SUPPORTED_OPS | NATIVE_BACKWARD_OPS

@@ -197,3 +197,4 @@ def _max_pool(x, kernel_sizes, strides=None, pad_type="valid", pad=None, ceil_mo
     for _, win in _windows(xp, kernel, strides, ones, out):
         acc = win if acc is None else np.maximum(acc, win)
     return acc
+from . import executor_nn  # noqa: E402,F401  (NumPy versions of the nn kernels' MIL ops)

@@ -71,6 +71,7 @@ class MilProgram:
 
 def _load_families():
     from . import mil_conv, mil_elementwise, mil_index, mil_reduce, mil_shape  # noqa: F401
+    from . import mil_nn, mil_nn_attn, mil_nn_conv  # noqa: F401
 
 
 def sanitize(name, used):
