@@ -48,24 +48,33 @@ def pool_is_tiling(x, a):
 
 @decomp(K.MaxPool2dBackward)
 def _max_pool_backward(b, node, x, dy):
-    """Tiling windows: O(input) reshape + ArgMax + one-hot select (first max of each window,
-    as select_and_scatter_add with `ge`); otherwise the SelectAndScatterAdd primitive."""
+    """Tiling windows: O(input) Reshape/Transpose + ArgMax + one-hot Where (first max of each
+    window, as select_and_scatter_add with `ge`), at most rank 5 (Core ML's limit) for 2-D
+    windows; otherwise the SelectAndScatterAdd primitive."""
     a = node.attrs
     if not pool_is_tiling(x, a):
         return b.add(K.SelectAndScatterAdd, (dy, x), {
             "select_prim": "ge", "window_dimensions": a["window_dimensions"],
             "window_strides": a["window_strides"], "padding": a["padding"]})
     win = a["window_dimensions"]
-    nd = x.ndim
-    outer = tuple(d // w for d, w in zip(x.shape, win))
-    split = tuple(v for pair in zip(outer, win) for v in pair)           # [o0, w0, o1, w1, ...]
-    perm = tuple(range(0, 2 * nd, 2)) + tuple(range(1, 2 * nd, 2))      # outer axes, then window
-    k = int(np.prod(win))
-    xs = b.reshape(b.transpose(b.reshape(x, split), perm), outer + (k,))
-    first = b.add(K.ArgMax, (xs,), {"axis": nd, "index_dtype": np.dtype(np.int32)})
-    ids = b.add(K.Iota, (), {"dtype": np.dtype(np.int32), "shape": (1,) * nd + (k,),
-                             "dimension": nd})
-    hit = b.compare("eq", b.reshape(first, outer + (1,)), ids)
-    routed = b.where(hit, b.reshape(dy, outer + (1,)), b.scalar(0, dy))
-    back = b.transpose(b.reshape(routed, outer + win), tuple(np.argsort(perm)))
-    return b.reshape(back, x.shape)
+    free = [i for i in range(x.ndim) if win[i] == 1]
+    wax = [i for i in range(x.ndim) if win[i] > 1]
+    perm = tuple(free + wax)
+    nf = int(np.prod([x.shape[i] for i in free], dtype=np.int64))
+    outer = tuple(x.shape[i] // win[i] for i in wax)
+    kw = tuple(win[i] for i in wax)
+    k, m = int(np.prod(kw, dtype=np.int64)), len(wax)
+    split = (nf,) + tuple(v for pair in zip(outer, kw) for v in pair)   # [F, o0, w0, o1, w1]
+    gather = (0,) + tuple(range(1, 2 * m, 2)) + tuple(range(2, 2 * m + 1, 2))
+    xs = b.transpose(b.reshape(b.transpose(x, perm), split), gather)
+    xs = b.reshape(xs, (nf,) + outer + (k,))
+    first = b.add(K.ArgMax, (xs,), {"axis": m + 1, "index_dtype": np.dtype(np.int32)})
+    ids = b.add(K.Iota, (), {"dtype": np.dtype(np.int32), "shape": (1,) * (m + 1) + (k,),
+                             "dimension": m + 1})
+    hit = b.compare("eq", b.reshape(first, (nf,) + outer + (1,)), ids)
+    dys = b.reshape(b.transpose(dy, perm), (nf,) + outer + (1,))
+    dys = b.expand(dys, (nf,) + outer + (k,), dims=tuple(range(m + 2)))
+    routed = b.reshape(b.where(hit, dys, b.scalar(0, dy)), (nf,) + outer + kw)
+    back = b.reshape(b.transpose(routed, tuple(np.argsort(gather))),
+                     tuple(x.shape[i] for i in perm))
+    return b.transpose(back, tuple(np.argsort(perm)))
