@@ -78,6 +78,11 @@ BINARY_CASES = [
     *_binary("add", lax.add, FLOATS + INTS, grad=True), *_binary("sub", lax.sub, FLOATS + (I32,),
                                                                  grad=True),
     *_binary("mul", lax.mul, FLOATS + INTS, grad=True),
+    # integer arithmetic wraps around
+    Case("sub_u32_wrap", lax.sub, args(const([0, 1, 5, 2 ** 32 - 1], U32),
+                                       const([1, 2, 3, 2 ** 32 - 1], U32))),
+    Case("add_mul_i32_wrap", lambda x, y: (x + y, x * y),
+         args(const([2 ** 31 - 1, -2 ** 31, 65536, -7], I32), const([1, -1, 65536, 3], I32))),
     *_binary("div", lax.div, FLOATS, lo2=0.5, hi2=3.0, grad=True),
     # integer division truncates toward zero; rem takes the dividend's sign
     Case("div_i32_signs", lax.div, args(const([[7, -7, 7, -7], [1, -9, 0, 5]], I32),

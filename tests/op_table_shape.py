@@ -34,7 +34,7 @@ SHAPE_CASES = [
     *_shape("rev", lambda x: jnp.flip(x, (0, 2)), (2, 3, 4), dtypes=(F32, F16, I32, BOOL)),
     *over("concatenate", lambda x, y, z: jnp.concatenate([x, y, z], axis=1), ALL,
           lambda dt: args(arr(dt, 2, 1), arr(dt, 2, 3), arr(dt, 2, 2)), grad=True),
-    *over("pad", lambda x, v: lax.pad(x, v, [(1, 2, 0), (0, 1, 1)]), FLOATS + (I32,),
+    *over("pad", lambda x, v: lax.pad(x, v, [(1, 2, 0), (0, 1, 1)]), ALL,
           lambda dt: args(arr(dt, 3, 4), arr(dt)), grad=True),
     Case("pad_negative_interior_f32", lambda x: lax.pad(x, -7.0, [(-1, 2, 2), (2, -2, 0)]),
          args(f32(3, 5)), grad=True),
