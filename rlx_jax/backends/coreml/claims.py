@@ -16,14 +16,15 @@ SUPPORTED_OPS = frozenset({
     # contraction
     K.MatMul, K.DotGeneral,
     # reductions, scans, sorting
-    K.Reduce, K.ArgMax, K.ArgMin, K.Cumsum, K.Sort, K.TopK,
+    K.Reduce, K.ArgMax, K.ArgMin, K.Cumsum, K.CumProd, K.CumMax, K.CumMin, K.CumLogSumExp,
+    K.Sort, K.TopK,
     # shape and data movement
     K.Reshape, K.Transpose, K.Narrow, K.Concat, K.Expand, K.Reverse, K.Iota, K.Pad, K.Slice,
-    K.DynamicSlice,
+    K.DynamicSlice, K.DynamicUpdateSlice,
     # indexing
     K.Gather, K.ScatterAdd, K.Scatter,
     # convolution and pooling
-    K.Conv, K.Pool,
+    K.Conv, K.Pool, K.SelectAndScatterAdd,
     # high-level forward kinds (native MIL kernels: mil_nn*.py)
     K.Softmax, K.LayerNorm, K.RmsNorm, K.GroupNorm, K.Attention, K.Rope, K.AdaLayerNorm,
     K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,

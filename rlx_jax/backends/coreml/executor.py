@@ -80,8 +80,15 @@ class MilReferenceExecutor:
     @staticmethod
     def _reissue(op, kwargs):
         from coremltools.converters.mil import Builder as mb
-        consts = {k: ([np.asarray(x) for x in v] if isinstance(v, list) else
-                      v if isinstance(v, str) else np.asarray(v)) for k, v in kwargs.items()}
+        def const(v):
+            a = np.asarray(v)
+            if a.dtype.kind in "USO":
+                return str(a.item())
+            if a.ndim == 0:     # MIL params expect scalars (Python bools for flags)
+                return a.item() if a.dtype == np.bool_ else a[()]
+            return a
+        consts = {k: [const(x) for x in v] if isinstance(v, list) else const(v)
+                  for k, v in kwargs.items()}
         out = getattr(mb, op.op_type)(**consts)
         outs = out if isinstance(out, (list, tuple)) else (out,)
         vals = [o.val for o in outs]

@@ -1,24 +1,26 @@
 """What Core ML tensors can hold, checked before lowering, and the model-boundary conversions.
 
-Core ML programs compute in float32, float16, int32 and bool, at rank <= 5 and with no
-zero-sized dimension. float64, bfloat16, int64 and unsigned 32/64-bit values are refused with
-a LoweringError naming the node. 8/16-bit integers are accepted only where they are converted
-with a Cast straight away (image bytes -> float): they travel widened to int32, which is exact.
-Model inputs/outputs: bool travels as int32 and rank-0 values as shape (1,); the host side
-converts back, so the user sees JAX's dtypes and shapes.
+Core ML programs compute in float32, float16, int32 and bool, at rank <= 5. float64 and
+bfloat16 are refused with a LoweringError naming the node. Other integer dtypes (int8/16/64,
+uint8/16/32) are narrowed to int32 only where an interval analysis proves every value fits
+both int32 and the value's own dtype (so no wrap-around can differ): e.g. uint8 image inputs,
+iota/index arithmetic in gradients. Zero-sized values may appear inside a program (they are
+dropped during lowering) but not at its inputs or outputs.
+Model inputs/outputs: bool and narrowed integers travel as int32, rank-0 values as shape (1,);
+the host side converts back, so the user sees JAX's dtypes and shapes.
 """
 import numpy as np
 
 from ...errors import LoweringError
 from ...ir.interpret import where
 from ...ir.ops import OpKind as K
+from .intervals import intervals
 
 MAX_RANK = 5
 MIL_DTYPES = frozenset(np.dtype(d) for d in ("float32", "float16", "int32", "bool"))
-WIDENED = frozenset(np.dtype(d) for d in ("int8", "uint8", "int16", "uint16"))
+I32 = np.iinfo(np.int32)
 _TODO = {
     "float64": "compute in float32 (leave jax_enable_x64 off), or use backend='xla'",
-    "int64": "use int32 indices (leave jax_enable_x64 off), or use backend='xla'",
     "bfloat16": "cast to float16 or float32 before this op, or use backend='mlx'",
 }
 
@@ -26,7 +28,7 @@ _TODO = {
 def mil_np_dtype(dtype):
     """The numpy dtype a value of IR dtype `dtype` has inside the MIL program."""
     dtype = np.dtype(dtype)
-    return np.dtype(np.int32) if dtype in WIDENED else dtype
+    return np.dtype(np.int32) if dtype.kind in "iu" else dtype
 
 
 def _mil_type(dtype):
@@ -41,32 +43,38 @@ def _refuse(v, node, why, todo):
         f"  in `{node.text()}`{where(node)}\n  What to do: {todo}")
 
 
+def _fits(v, bound):
+    info = np.iinfo(v.dtype)
+    lo, hi = bound
+    return max(info.min, I32.min) <= lo and hi <= min(info.max, I32.max)
+
+
 def check_graph(graph):
     """Refuses what Core ML cannot represent; returns the Boundary of the program."""
-    users = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            users.setdefault(v.id, []).append(n)
-    outputs = {v.id for v in graph.outputs}
+    bounds = None
+    boundary = {v.id for v in graph.inputs} | {v.id for v in graph.outputs}
     for n in graph.nodes:
         for v in n.outputs:
             if v.ndim > MAX_RANK:
                 _refuse(v, n, f"rank {v.ndim} > {MAX_RANK}",
                         "reshape to rank <= 5 (merge leading axes), or use backend='mlx'")
-            if 0 in v.shape:
-                _refuse(v, n, "zero-sized dimension", "avoid empty arrays, or use backend='xla'")
+            if 0 in v.shape and v.id in boundary:
+                _refuse(v, n, "Core ML model inputs/outputs cannot be empty",
+                        "avoid empty arrays at the function boundary, or use backend='xla'")
             if v.dtype in MIL_DTYPES:
                 continue
-            if v.dtype in WIDENED and n.kind in (K.Input, K.Constant) and v.id not in outputs \
-                    and all(u.kind is K.Cast for u in users.get(v.id, ())):
-                continue
-            if v.dtype in WIDENED:
-                why = f"{v.dtype.name} arithmetic has no Core ML type (only int32)"
-                todo = f"cast {v.dtype.name} values to int32/float32 right where they enter"
-            else:
-                why = f"Core ML has no {v.dtype.name} tensors"
-                todo = _TODO.get(v.dtype.name, "use float32/int32, or backend='xla'")
-            _refuse(v, n, why, todo)
+            if v.dtype.kind in "iu":
+                bounds = bounds if bounds is not None else intervals(graph)
+                if _fits(v, bounds[v.id]):
+                    continue
+                lo, hi = bounds[v.id]
+                _refuse(v, n, f"Core ML computes integers in int32 only, and these "
+                        f"{v.dtype.name} values are not provably in int32 range without "
+                        f"wrap-around (bounds [{lo}, {hi}])",
+                        "cast to int32 (or float32) where the values enter, or use "
+                        "backend='xla'")
+            why = f"Core ML has no {v.dtype.name} tensors"
+            _refuse(v, n, why, _TODO.get(v.dtype.name, "use float32/int32, or backend='xla'"))
     return Boundary()
 
 
@@ -75,7 +83,7 @@ class Boundary:
 
     @staticmethod
     def model_dtype(v):
-        return np.dtype(np.int32) if v.dtype == np.bool_ or v.dtype in WIDENED else v.dtype
+        return np.dtype(np.int32) if v.dtype == np.bool_ or v.dtype.kind in "iu" else v.dtype
 
     @staticmethod
     def model_shape(v):

@@ -13,7 +13,7 @@ import numpy as np
 from ...ir.ops import OpKind as K
 from .legality import mil_np_dtype
 from .mil import mil_rule, refuse
-from .mil_shape import _interior, slice_
+from .mil_shape import _fill, _interior, slice_
 
 
 def _edges(ctx, x, shape, pads, value, dtype, axes):
@@ -48,6 +48,9 @@ def _conv(ctx, node, x, w):
                "use backend='xla' for this gradient of a grouped convolution")
     mb = ctx.mb
     dtype = mil_np_dtype(node.out.dtype)
+    if dtype.kind != "f" or node.inputs[0].dtype.kind != "f":
+        refuse(node, f"integer convolution ({node.inputs[0].dtype.name} -> {dtype.name}); "
+               "MIL conv is floating-point only", "cast the operands to float32")
     if ctx.np_dtype(x) != dtype:
         x = mb.cast(x=x, dtype={"float32": "fp32", "float16": "fp16"}[dtype.name])
         w = mb.cast(x=w, dtype={"float32": "fp32", "float16": "fp16"}[dtype.name])
@@ -59,9 +62,11 @@ def _conv(ctx, node, x, w):
     spatial = tuple(range(2, nsp + 2))
     x, shape = _dilate(ctx, x, shape, spatial, a["lhs_dilation"], 0, dtype)
     x, shape, pads = _edges(ctx, x, shape, a["padding"], 0, dtype, spatial)
+    # Core ML refuses dilation with a run-time weight: dilate the weight itself instead
+    wshape = tuple(node.inputs[1].shape[d] for d in rhs_spec)
+    w, _ = _dilate(ctx, w, wshape, spatial, a["rhs_dilation"], 0, dtype)
     y = mb.conv(x=x, weight=w, strides=ctx.ints(a["window_strides"]), pad_type="custom",
-                pad=ctx.ints([p for pair in pads for p in pair]),
-                dilations=ctx.ints(a["rhs_dilation"]), groups=a["feature_group_count"])
+                pad=ctx.ints([p for pair in pads for p in pair]), groups=a["feature_group_count"])
     perm = [0] * (nsp + 2)
     for i, d in enumerate(out_spec):
         perm[d] = i
@@ -107,6 +112,28 @@ def _native_max_pool(ctx, node, x):
 COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 
 
+def _grow(ctx, x, shape, pads, value, dtype):
+    """Positive edge padding with `value` (any dtype) as concatenated constant blocks."""
+    for ax, (lo, hi) in enumerate(pads):
+        parts = [x]
+        if lo:
+            parts.insert(0, _fill(ctx, shape[:ax] + (lo,) + shape[ax + 1:], value, dtype))
+        if hi:
+            parts.append(_fill(ctx, shape[:ax] + (hi,) + shape[ax + 1:], value, dtype))
+        if len(parts) > 1:
+            x = ctx.mb.concat(values=parts, axis=ax)
+            shape = shape[:ax] + (shape[ax] + lo + hi,) + shape[ax + 1:]
+    return x, shape
+
+
+def _windows(ctx, x, out, a):
+    """(offset, strided slice) for every window position over a padded input."""
+    for offs in itertools.product(*[range(k) for k in a["window_dimensions"]]):
+        start = [o * dl for o, dl in zip(offs, a.get("window_dilation") or [1] * len(offs))]
+        limit = [s + (n - 1) * st + 1 for s, n, st in zip(start, out, a["window_strides"])]
+        yield start, slice_(ctx, x, start, limit, a["window_strides"])
+
+
 def _max_pool_fits(node):
     a, shape = node.attrs, node.inputs[0].shape
     win = [d for d in range(len(shape)) if a["window_dimensions"][d] != 1
@@ -131,22 +158,51 @@ def _pool(ctx, node, x):
     axes = tuple(range(len(shape)))
     x, shape = _dilate(ctx, x, shape, axes, a["base_dilation"], init, dtype)
     x, shape, pads = _edges(ctx, x, shape, a["padding"], init, dtype, axes)
-    if any(lo or hi for lo, hi in pads):
-        from .mil_shape import _fill
-        for ax, (lo, hi) in enumerate(pads):
-            parts = [x]
-            if lo:
-                parts.insert(0, _fill(ctx, shape[:ax] + (lo,) + shape[ax + 1:], init, dtype))
-            if hi:
-                parts.append(_fill(ctx, shape[:ax] + (hi,) + shape[ax + 1:], init, dtype))
-            if len(parts) > 1:
-                x = ctx.mb.concat(values=parts, axis=ax)
-                shape = shape[:ax] + (shape[ax] + lo + hi,) + shape[ax + 1:]
-    out = node.out.shape
+    x, shape = _grow(ctx, x, shape, pads, init, dtype)
     acc = None
-    for offs in itertools.product(*[range(k) for k in a["window_dimensions"]]):
-        start = [o * dl for o, dl in zip(offs, a["window_dilation"])]
-        limit = [s + (n - 1) * st + 1 for s, n, st in zip(start, out, a["window_strides"])]
-        part = slice_(ctx, x, start, limit, a["window_strides"])
+    for _, part in _windows(ctx, x, node.out.shape, a):
         acc = part if acc is None else getattr(ctx.mb, COMBINE[fn])(x=acc, y=part)
+    return acc
+
+
+@mil_rule(K.SelectAndScatterAdd)
+def _select_and_scatter_add(ctx, node, source, operand):
+    """Max-pool (select ge) / min-pool (le) backward, O(window) ops: for each window offset
+    the first position equal to the window's best takes the cotangent; each offset's share is
+    placed back with interior+edge padding and summed."""
+    a = node.attrs
+    mb = ctx.mb
+    dtype = mil_np_dtype(node.inputs[1].dtype)
+    if dtype.kind != "f":
+        refuse(node, f"select_and_scatter_add on {dtype.name}")
+    fn = "max" if a["select_prim"] == "ge" else "min"
+    shape = tuple(node.inputs[1].shape)
+    out = tuple(node.inputs[0].shape)
+    x, pshape = operand, shape
+    if any(lo < 0 or hi < 0 for lo, hi in a["padding"]):
+        refuse(node, "negative padding")
+    x, pshape = _grow(ctx, x, pshape, a["padding"], _init(fn, dtype), dtype)
+    parts = list(_windows(ctx, x, out, a))
+    best = parts[0][1]
+    for _, p in parts[1:]:
+        best = getattr(mb, COMBINE[fn])(x=best, y=p)
+    zero = ctx.scalar(0, dtype)
+    taken, acc = None, None
+    for start, p in parts:
+        hit = mb.equal(x=p, y=best)
+        if taken is not None:
+            hit = mb.logical_and(x=hit, y=mb.logical_not(x=taken))
+        taken = hit if taken is None else mb.logical_or(x=taken, y=hit)
+        share = mb.select(cond=hit, a=source, b=zero)
+        cur = out
+        for ax, st in enumerate(a["window_strides"]):
+            if st > 1 and cur[ax] > 1:
+                share, cur = _interior(ctx, share, cur, ax, st - 1, np.zeros((), dtype), dtype)
+        pads = [(s, p_ - s - c) for s, p_, c in zip(start, pshape, cur)]
+        share = mb.pad(x=share, pad=ctx.ints([v for pr in pads for v in pr]), mode="constant",
+                       constant_val=np.zeros((), dtype))
+        acc = share if acc is None else mb.add(x=acc, y=share)
+    lo = [p[0] for p in a["padding"]]
+    if any(lo) or pshape != shape:
+        acc = slice_(ctx, acc, lo, [l_ + d for l_, d in zip(lo, shape)])
     return acc

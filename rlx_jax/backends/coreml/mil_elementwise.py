@@ -48,7 +48,7 @@ def _log1p(ctx, x):
     one = ctx.like(1, x)
     u = mb.add(x=x, y=one)
     um1 = mb.sub(x=u, y=one)
-    ratio = mb.real_div(x=mb.mul(x=mb.log(x=u, epsilon=0.0), y=x), y=um1)
+    ratio = mb.real_div(x=mb.mul(x=mb.log(x=u, epsilon=ctx.like(0, u)), y=x), y=um1)
     return mb.select(cond=mb.equal(x=u, y=one), a=x, b=ratio)
 
 
@@ -58,7 +58,7 @@ def _expm1(ctx, x):
     one = ctx.like(1, x)
     u = mb.exp(x=x)
     um1 = mb.sub(x=u, y=one)
-    ratio = mb.real_div(x=mb.mul(x=um1, y=x), y=mb.log(x=u, epsilon=0.0))
+    ratio = mb.real_div(x=mb.mul(x=um1, y=x), y=mb.log(x=u, epsilon=ctx.like(0, u)))
     small = mb.select(cond=mb.equal(x=u, y=one), a=x, b=ratio)
     return mb.select(cond=mb.equal(x=um1, y=ctx.like(-1, x)), a=um1, b=small)
 
@@ -92,7 +92,7 @@ def _acosh(ctx, x):
     mb = ctx.mb
     one = ctx.like(1, x)
     root = mb.sqrt(x=mb.sub(x=mb.mul(x=x, y=x), y=one))
-    return mb.log(x=mb.add(x=x, y=root), epsilon=0.0)
+    return mb.log(x=mb.add(x=x, y=root), epsilon=ctx.like(0, x))
 
 
 def _integer_pow(ctx, node, x, y):
@@ -114,8 +114,8 @@ def _integer_pow(ctx, node, x, y):
 
 COMPOSED_UNARY = {
     "neg": lambda ctx, n, x: ctx.mb.mul(x=x, y=ctx.like(-1, x)),
-    "log": lambda ctx, n, x: ctx.mb.log(x=x, epsilon=0.0),
-    "rsqrt": lambda ctx, n, x: ctx.mb.rsqrt(x=x, epsilon=0.0),
+    "log": lambda ctx, n, x: ctx.mb.log(x=x, epsilon=ctx.like(0, x)),
+    "rsqrt": lambda ctx, n, x: ctx.mb.rsqrt(x=x, epsilon=ctx.like(0, x)),
     "log1p": lambda ctx, n, x: _log1p(ctx, x),
     "expm1": lambda ctx, n, x: _expm1(ctx, x),
     "round": _round,

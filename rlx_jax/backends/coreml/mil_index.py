@@ -31,6 +31,7 @@ def _with_batching(ctx, idx, idx_shape, operand_dims, index_dims):
 
 
 def _bounds(ctx, idx, dims, shape, window):
+    # window: per operand dim, the slice/window size (a dict or a sequence)
     """(clamped indices, validity mask over the batch) for index components `dims`."""
     mb = ctx.mb
     hi = ctx.const(np.array([shape[d] - window[d] for d in dims], np.int32))
@@ -57,8 +58,26 @@ def _fill_value(node, dtype):
     return np.asarray(np.iinfo(dtype).min, dtype)
 
 
+def _window_indices(ctx, idx, ishape, wins):
+    """Turns window starts into element indices: idx[..., None.., :] + offsets over the
+    window axes `wins` ((component, size) pairs). Returns (idx, new shape)."""
+    if not wins:
+        return idx, ishape
+    batch, k = tuple(ishape[:-1]), ishape[-1]
+    grid = np.zeros(tuple(n for _, n in wins) + (k,), np.int32)
+    for j, (comp, n) in enumerate(wins):
+        line = np.arange(n, dtype=np.int32).reshape([n if a == j else 1
+                                                     for a in range(len(wins))])
+        grid[..., comp] = np.broadcast_to(line, grid.shape[:-1])
+    idx = reshape(ctx, idx, batch + (1,) * len(wins) + (k,))
+    idx = ctx.mb.add(x=idx, y=ctx.const(grid))
+    return idx, batch + tuple(n for _, n in wins) + (k,)
+
+
 @mil_rule(K.Gather)
 def _gather(ctx, node, x, idx):
+    """lax.gather: clamp the window starts (JAX), expand windows on indexed axes into element
+    indices, gather_nd over the indexed axes moved first, then put the offset dims in place."""
     dn = node.attrs["dimension_numbers"]
     sizes = node.attrs["slice_sizes"]
     shape, ishape = node.inputs[0].shape, node.inputs[1].shape
@@ -69,33 +88,35 @@ def _gather(ctx, node, x, idx):
                                  tuple(dn.start_indices_batching_dims))
     indexed = tuple(dn.start_index_map) + tuple(dn.operand_batching_dims)
     collapsed = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
-    for d in indexed:
-        if sizes[d] != 1:
-            refuse(node, f"slice size {sizes[d]} on indexed axis {d} (gather_nd takes "
-                   "single elements there)", "index one element per indexed axis")
     rest = tuple(d for d in range(len(shape)) if d not in indexed)
     if any(sizes[d] != shape[d] for d in rest):
         x = slice_(ctx, x, [0] * len(shape), [sizes[d] if d in rest else shape[d]
                                               for d in range(len(shape))])
-    mode = node.attrs["mode"]
-    window = {d: 1 for d in indexed}
-    clamped, valid = _bounds(ctx, idx, indexed, shape, window)
+    clamped, valid = _bounds(ctx, idx, indexed, shape, sizes)
+    batch = tuple(ishape[:-1])
+    wins = [(j, sizes[d]) for j, d in enumerate(indexed) if sizes[d] > 1]
+    clamped, _ = _window_indices(ctx, clamped, ishape, wins)
     perm = indexed + rest
     if perm != tuple(range(len(shape))):
         x = mb.transpose(x=x, perm=ctx.ints(perm))
     is_bool = dtype == np.bool_
     if is_bool:
         x = mb.cast(x=x, dtype="int32")
-    g = mb.gather_nd(x=x, indices=clamped)
+    g = mb.gather_nd(x=x, indices=clamped)     # [batch, windows, rest]
     if is_bool:
         g = mb.cast(x=g, dtype="bool")
-    batch = ishape[:-1]
+    nb, wdims = len(batch), [indexed[j] for j, _ in wins]
     offsets = [d for d in range(len(shape)) if d not in collapsed]
-    mid = tuple(batch) + tuple(sizes[d] for d in offsets)
-    if mid != tuple(batch) + tuple(sizes[d] for d in rest):
+    pos = [nb + wdims.index(d) if d in wdims else nb + len(wdims) + rest.index(d)
+           for d in offsets if d in wdims or d in rest]
+    perm1 = list(range(nb)) + pos
+    if perm1 != list(range(len(perm1))):
+        g = mb.transpose(x=g, perm=ctx.ints(perm1))
+    mid = batch + tuple(sizes[d] for d in offsets)
+    if len(mid) != len(perm1):
         g = reshape(ctx, g, mid)
-    if mode == "fill":
-        v = reshape(ctx, valid, tuple(batch) + (1,) * len(offsets))
+    if node.attrs["mode"] == "fill":
+        v = reshape(ctx, valid, batch + (1,) * len(offsets))
         fill = ctx.const(_fill_value(node, dtype))
         g = mb.select(cond=mb.cast(x=v, dtype="bool"), a=g, b=fill)
     out_rank = len(mid)
@@ -105,7 +126,7 @@ def _gather(ctx, node, x, idx):
     for j, p in enumerate(batch_pos):
         src[p] = j
     for j, p in enumerate(off_pos):
-        src[p] = len(batch) + j
+        src[p] = nb + j
     if src != list(range(out_rank)):
         g = mb.transpose(x=g, perm=ctx.ints(src))
     return g
@@ -147,7 +168,7 @@ def _scatter(ctx, node, x, idx, upd):
     if perm != tuple(range(len(shape))):
         x = mb.transpose(x=x, perm=ctx.ints(perm))
     tshape = tuple(shape[d] for d in perm)
-    drop = node.attrs["mode"] in ("fill", "fill_or_drop")
+    drop = node.attrs["mode"] != "clip"       # XLA skips out-of-bounds updates
     if drop:   # invalid updates go to an extra row past the end of axis 0
         spare = np.zeros((len(indexed),), np.int32)
         spare[0] = tshape[0]

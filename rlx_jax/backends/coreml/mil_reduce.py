@@ -98,19 +98,29 @@ def _cumsum(ctx, node, x):
     return ctx.mb.cumsum(x=x, axis=node.attrs["axis"], reverse=node.attrs["reverse"])
 
 
+def _take(ctx, x, idx, axis, is_bool):
+    if is_bool:
+        x = ctx.mb.cast(x=x, dtype="int32")
+    y = ctx.mb.gather_along_axis(x=x, indices=idx, axis=axis)
+    return ctx.mb.cast(x=y, dtype="bool") if is_bool else y
+
+
 @mil_rule(K.Sort)
 def _sort(ctx, node, *xs):
-    """Sort by the first operand (ascending); every operand is permuted alike."""
+    """Ascending sort by the first num_keys operands (lexicographic: stable argsorts from the
+    last key to the first); every operand is permuted alike."""
     a = node.attrs
-    if a["num_keys"] != 1:
-        refuse(node, f"sort with {a['num_keys']} keys (MIL argsort takes one)",
-               "sort by one key")
-    keys = xs[0]
-    if node.inputs[0].dtype == np.bool_:
-        keys = ctx.mb.cast(x=keys, dtype="int32")
     axis = a["dimension"]
-    idx = ctx.mb.argsort(x=keys, axis=axis, ascending=True)
-    outs = tuple(ctx.mb.gather_along_axis(x=x, indices=idx, axis=axis) for x in xs)
+    bools = [v.dtype == np.bool_ for v in node.inputs]
+    idx = None
+    for j in reversed(range(a["num_keys"])):
+        key = xs[j] if idx is None else _take(ctx, xs[j], idx, axis, bools[j])
+        if bools[j]:
+            key = ctx.mb.cast(x=key, dtype="int32")
+        order = ctx.mb.argsort(x=key, axis=axis, ascending=True)
+        idx = order if idx is None else ctx.mb.gather_along_axis(x=idx, indices=order,
+                                                                 axis=axis)
+    outs = tuple(_take(ctx, x, idx, axis, b) for x, b in zip(xs, bools))
     return outs if len(outs) > 1 else outs[0]
 
 
@@ -118,3 +128,49 @@ def _sort(ctx, node, *xs):
 def _top_k(ctx, node, x):
     vals, idx = ctx.mb.topk(x=x, k=node.attrs["k"], axis=-1, ascending=False)
     return vals, idx
+
+
+def _logaddexp(ctx, a, b):
+    mb = ctx.mb
+    m = mb.maximum(x=a, y=b)
+    safe = mb.select(cond=mb.equal(x=m, y=ctx.like(-np.inf, m)), a=ctx.like(0, m), b=m)
+    s = mb.add(x=mb.exp(x=mb.sub(x=a, y=safe)), y=mb.exp(x=mb.sub(x=b, y=safe)))
+    return mb.add(x=safe, y=mb.log(x=s, epsilon=ctx.like(0, s)))
+
+
+SCANS = {  # kind -> (combine, identity for a dtype)
+    K.CumProd: (lambda ctx, a, b: ctx.mb.mul(x=a, y=b), lambda dt: 1),
+    K.CumMax: (lambda ctx, a, b: ctx.mb.maximum(x=a, y=b),
+               lambda dt: -np.inf if dt.kind == "f" else np.iinfo(dt).min),
+    K.CumMin: (lambda ctx, a, b: ctx.mb.minimum(x=a, y=b),
+               lambda dt: np.inf if dt.kind == "f" else np.iinfo(dt).max),
+    K.CumLogSumExp: (_logaddexp, lambda dt: -np.inf),
+}
+
+
+@mil_rule(*SCANS)
+def _scan(ctx, node, x):
+    """Inclusive scan in log2(n) steps (Hillis-Steele): y = combine(y, y shifted by 2^k)."""
+    combine, identity = SCANS[node.kind]
+    axis, shape = node.attrs["axis"] % node.inputs[0].ndim, node.inputs[0].shape
+    dtype = np.dtype(node.inputs[0].dtype)
+    if dtype.kind not in "fi" or (node.kind is K.CumLogSumExp and dtype.kind != "f"):
+        refuse(node, f"{node.kind.name} of {dtype.name}")
+    mb = ctx.mb
+    if node.attrs["reverse"]:
+        x = mb.reverse(x=x, axes=ctx.ints([axis]))
+    n, shift = shape[axis], 1
+    while shift < n:
+        pad_shape = list(shape)
+        pad_shape[axis] = shift
+        limit = list(shape)
+        limit[axis] = n - shift
+        from .mil_shape import slice_
+        head = slice_(ctx, x, [0] * len(shape), limit)
+        shifted = mb.concat(values=[ctx.const(np.full(pad_shape, identity(dtype), dtype)),
+                                    head], axis=axis)
+        x = combine(ctx, x, shifted)
+        shift *= 2
+    if node.attrs["reverse"]:
+        x = mb.reverse(x=x, axes=ctx.ints([axis]))
+    return x

@@ -77,12 +77,21 @@ def _interior(ctx, x, shape, axis, k, value, dtype):
 
 @mil_rule(K.Pad)
 def _pad(ctx, node, x, v):
-    """lax.pad: interior padding by concat+reshape, negative edges by slicing, positive edges
-    by MIL pad (floats) or concatenated constant blocks (int, bool)."""
-    if v.val is None:
-        refuse(node, "the padding value must be a constant", "pad with a literal value")
+    """lax.pad. A padding value computed at run time: pad with zeros, then select it into the
+    padded positions (a constant mask)."""
     dtype = mil_np_dtype(node.inputs[0].dtype)
-    value = np.asarray(v.val).astype(dtype)
+    if v.val is not None:
+        return _pad_const(ctx, node, x, np.asarray(v.val).astype(dtype), dtype)
+    import jax
+    y = _pad_const(ctx, node, x, np.zeros((), dtype), dtype)
+    mask = np.asarray(jax.lax.pad(np.zeros(node.inputs[0].shape, np.bool_), np.bool_(True),
+                                  node.attrs["config"]))
+    return ctx.mb.select(cond=ctx.const(mask), a=v, b=y)
+
+
+def _pad_const(ctx, node, x, value, dtype):
+    """Interior padding by concat+reshape, negative edges by slicing, positive edges by MIL
+    pad (floats) or concatenated constant blocks (int, bool)."""
     shape = tuple(node.inputs[0].shape)
     for ax, (lo, hi, k) in enumerate(node.attrs["config"]):
         if k > 0 and shape[ax] > 1:
@@ -98,7 +107,7 @@ def _pad(ctx, node, x, v):
         return x
     if dtype.kind == "f":
         pads = ctx.ints([p for pair in grow for p in pair])
-        return ctx.mb.pad(x=x, pad=pads, mode="constant", constant_val=value.item())
+        return ctx.mb.pad(x=x, pad=pads, mode="constant", constant_val=value)
     for ax, (lo, hi) in enumerate(grow):
         parts = [x]
         if lo:
@@ -123,3 +132,24 @@ def _dynamic_slice(ctx, node, x, *starts):
         begin.append(reshape(ctx, s, (1,)))
     begin = begin[0] if len(begin) == 1 else mb.concat(values=begin, axis=0)
     return mb.slice_by_size(x=x, begin=begin, size=ctx.ints(sizes))
+
+
+@mil_rule(K.DynamicUpdateSlice)
+def _dynamic_update_slice(ctx, node, x, u, *starts):
+    """Clamped starts + a constant index grid of the update's shape -> scatter_nd update."""
+    mb = ctx.mb
+    shape, ushape = node.inputs[0].shape, node.inputs[1].shape
+    begin = []
+    for s, d, size in zip(starts, shape, ushape):
+        s = mb.cast(x=s, dtype="int32") if ctx.np_dtype(s) != np.int32 else s
+        s = mb.minimum(x=mb.maximum(x=s, y=ctx.scalar(0, np.int32)),
+                       y=ctx.scalar(d - size, np.int32))
+        begin.append(reshape(ctx, s, (1,)))
+    begin = begin[0] if len(begin) == 1 else mb.concat(values=begin, axis=0)
+    grid = np.stack(np.indices(ushape, dtype=np.int32), axis=-1)
+    idx = mb.add(x=ctx.const(grid), y=begin)
+    is_bool = node.inputs[0].dtype == np.bool_
+    if is_bool:
+        x, u = mb.cast(x=x, dtype="int32"), mb.cast(x=u, dtype="int32")
+    y = mb.scatter_nd(data=x, indices=idx, updates=u, mode="update")
+    return mb.cast(x=y, dtype="bool") if is_bool else y

@@ -85,6 +85,22 @@ class Options:
         return getattr(ct.ComputeUnit, UNITS[self.units])
 
 
+def _code_version():
+    """A hash of this backend's own source, so a changed lowering never reuses a package."""
+    if not _CODE:
+        h = hashlib.sha256()
+        here = os.path.dirname(os.path.abspath(__file__))
+        for name in sorted(os.listdir(here)):
+            if name.endswith(".py"):
+                with open(os.path.join(here, name), "rb") as f:
+                    h.update(f.read())
+        _CODE.append(h.hexdigest()[:16])
+    return _CODE[0]
+
+
+_CODE = []
+
+
 def graph_hash(graph, options):
     import coremltools as ct
 
@@ -99,7 +115,7 @@ def graph_hash(graph, options):
             h.update(str((val.dtype, val.shape)).encode())
             h.update(val.tobytes())
     h.update(options.key().encode())
-    h.update(f"{ct.__version__}/{__version__}".encode())
+    h.update(f"{ct.__version__}/{__version__}/{_code_version()}".encode())
     return h.hexdigest()[:32]
 
 

@@ -1,0 +1,96 @@
+"""Interval analysis of integer values, to prove where non-int32 integers fit in int32.
+
+bounds[value id] = (lo, hi) with Python ints; every integer value gets one (its dtype's range
+when nothing better is known). Sound for the kinds below; anything else keeps the dtype range.
+"""
+import numpy as np
+
+from ...ir.ops import OpKind as K
+
+# kinds whose integer outputs take their values from the union of some operands' values
+_SAME_VALUES = {
+    K.Reshape: (0,), K.Expand: (0,), K.Transpose: (0,), K.Slice: (0,), K.Narrow: (0,),
+    K.Reverse: (0,), K.DynamicSlice: (0,), K.Pad: (0, 1), K.Where: (1, 2),
+    K.DynamicUpdateSlice: (0, 1), K.CumMax: (0,), K.CumMin: (0,),
+}
+
+
+def _range(dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return (0, 1)
+    info = np.iinfo(dtype)
+    return (int(info.min), int(info.max))
+
+
+def _union(*bs):
+    return (min(b[0] for b in bs), max(b[1] for b in bs))
+
+
+def _binary(fn, a, b):
+    if fn == "add":
+        return (a[0] + b[0], a[1] + b[1])
+    if fn == "sub":
+        return (a[0] - b[1], a[1] - b[0])
+    if fn == "mul":
+        ps = [x * y for x in a for y in b]
+        return (min(ps), max(ps))
+    if fn == "max":
+        return (max(a[0], b[0]), max(a[1], b[1]))
+    if fn == "min":
+        return (min(a[0], b[0]), min(a[1], b[1]))
+    return None
+
+
+def _node(n, get):
+    a = n.attrs
+    if n.kind is K.Constant:
+        v = np.asarray(a["value"])
+        return [(int(v.min()), int(v.max()))] if v.size else None
+    if n.kind is K.Iota:
+        return [(0, max(a["shape"][a["dimension"]] - 1, 0))]
+    if n.kind in _SAME_VALUES:
+        return [_union(*[get(n.inputs[i]) for i in _SAME_VALUES[n.kind]])]
+    if n.kind is K.Concat:
+        return [_union(*[get(v) for v in n.inputs])]
+    if n.kind is K.Sort:
+        return [get(v) for v in n.inputs]
+    if n.kind in (K.ArgMax, K.ArgMin):
+        return [(0, n.inputs[0].shape[a["axis"]] - 1)]
+    if n.kind is K.TopK:
+        return [get(n.inputs[0]), (0, n.inputs[0].shape[-1] - 1)]
+    if n.kind is K.Reduce and a["fn"] in ("max", "min"):
+        return [get(n.inputs[0])]
+    if n.kind is K.Gather and a["mode"] != "fill":
+        return [get(n.inputs[0])]
+    if n.kind is K.Scatter and a["fn"] in ("replace", "max", "min"):
+        return [_union(get(n.inputs[0]), get(n.inputs[2]))]
+    if n.kind is K.Binary:
+        return [_binary(a["fn"], get(n.inputs[0]), get(n.inputs[1]))]
+    if n.kind is K.Cast:
+        src = n.inputs[0]
+        if src.dtype == np.bool_:
+            return [(0, 1)]
+        if src.dtype.kind in "iu":
+            return [get(src)]
+    return None
+
+
+def intervals(graph):
+    bounds = {}
+
+    def get(v):
+        return bounds.get(v.id, _range(v.dtype) if v.dtype.kind in "iub" else (0, 0))
+
+    for n in graph.nodes:
+        res = None
+        if any(o.dtype.kind in "iu" for o in n.outputs):
+            res = _node(n, get)
+        for i, o in enumerate(n.outputs):
+            if o.dtype.kind not in "iu":
+                continue
+            full = _range(o.dtype)
+            b = res[i] if res is not None and res[i] is not None else full
+            # a result outside the dtype's range wraps: nothing is known then
+            bounds[o.id] = b if full[0] <= b[0] and b[1] <= full[1] else full
+    return bounds
