@@ -37,6 +37,7 @@ class Prim:
 
     def __init__(self, name, impl, *, multiple_results=False, rows=None, jvp=None):
         self.name, self.impl, self.rows = name, impl, rows
+        self._jitted, self._shapes = {}, {}
         self.p = p = Primitive(name)
         p.multiple_results = multiple_results
         p.def_impl(self._eager)
@@ -59,11 +60,19 @@ class Prim:
         return list(out) if self.p.multiple_results else out
 
     def _eager(self, *args, **params):
-        return jax.jit(functools.partial(self._lower_impl, **params))(*args)
+        key = tuple(sorted(params.items()))
+        fn = self._jitted.get(key)
+        if fn is None:
+            fn = self._jitted[key] = jax.jit(functools.partial(self._lower_impl, **params))
+        return fn(*args)
 
     def _abstract(self, *avals, **params):
-        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
-        out = jax.eval_shape(functools.partial(self.impl, **params), *structs)
+        key = (tuple(sorted(params.items())), tuple((a.shape, a.dtype) for a in avals))
+        out = self._shapes.get(key)
+        if out is None:
+            structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+            out = self._shapes[key] = jax.eval_shape(functools.partial(self.impl, **params),
+                                                     *structs)
         if self.p.multiple_results:
             return [jax.core.ShapedArray(o.shape, o.dtype) for o in out]
         return jax.core.ShapedArray(out.shape, out.dtype)
