@@ -32,7 +32,8 @@ def _gelu_grad(b, x):
 
 
 def _gelu_tanh_grad(b, x):
-    """0.5(1 + t) + 0.5·x·(1 − t²)·√(2/π)(1 + 3·0.044715·x²), t = tanh(√(2/π)(x + 0.044715x³))."""
+    """0.5(1 + t) + 0.5·x·(1 − t²)·√(2/π)(1 + 3·0.044715·x²),
+    t = tanh(√(2/π)(x + 0.044715x³))."""
     c = lambda v: b.scalar(v, x)  # noqa: E731
     k = math.sqrt(2 / math.pi)
     x2 = b.binary("mul", x, x)
