@@ -22,10 +22,22 @@ SUPPORTED_OPS = frozenset({
     K.Gather, K.Scatter, K.ScatterAdd,
     # convolution and windows
     K.Conv, K.Pool, K.SelectAndScatterAdd, K.SelectAndGatherAdd,
+    # high-level forward (rules_nn.py: mx.fast kernels or short MLX compositions)
+    K.Softmax, K.LayerNorm, K.RmsNorm, K.GroupNorm, K.Attention, K.Rope, K.AdaLayerNorm,
+    K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
 })
 
 # Backward kinds with a dedicated MLX lowering (kept by legalization when native backward is on).
-NATIVE_BACKWARD_OPS = frozenset()
+NATIVE_BACKWARD_OPS = frozenset({
+    K.ReluBackward, K.ActivationBackward,
+    K.LayerNormBackwardInput, K.LayerNormBackwardGamma,
+    K.RmsNormBackwardInput, K.RmsNormBackwardGamma, K.RmsNormBackwardBeta,
+    K.GroupNormBackwardInput, K.GroupNormBackwardGamma, K.GroupNormBackwardBeta,
+    K.AttentionBackward, K.RopeBackward, K.SoftmaxCrossEntropyBackward,
+    K.AdaLayerNormBackward, K.GatedResidualBackward,
+    K.Conv2dBackwardInput, K.Conv2dBackwardWeight, K.MaxPool2dBackward,
+    K.CumsumBackward, K.GatherBackward,
+})
 
 # Backward kinds MLX runs only through their decomposition (read by device probes only).
 BACKWARD_OPS = frozenset()

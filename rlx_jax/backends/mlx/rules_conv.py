@@ -93,11 +93,15 @@ def _selected(operand, prim, window, strides, padding, base_dilation, window_dil
 
 @mlx_rule(K.SelectAndScatterAdd)
 def _select_and_scatter_add(ctx, node, source, operand):
-    """Max-pool backward: each window's source value is added at its first maximum."""
     a = node.attrs
-    wd, ws, pd = a["window_dimensions"], a["window_strides"], a["padding"]
+    return select_and_scatter_add(source, operand, a["select_prim"], a["window_dimensions"],
+                                  a["window_strides"], a["padding"])
+
+
+def select_and_scatter_add(source, operand, prim, wd, ws, pd):
+    """Max-pool backward: each window's source value is added at its first maximum."""
     nd = operand.ndim
-    sel, cfg, out = _selected(operand, a["select_prim"], wd, ws, pd, (1,) * nd, (1,) * nd)
+    sel, cfg, out = _selected(operand, prim, wd, ws, pd, (1,) * nd, (1,) * nd)
     pshape = [d + lo + hi for d, (lo, hi) in zip(operand.shape, pd)]
     dt = index_dtype(math.prod(pshape))
     sel = sel.astype(dt)

@@ -145,17 +145,28 @@ def _batched_matmul(x, y, dt):
 
 @mlx_rule(K.DotGeneral)
 def _dot_general(ctx, node, x, y):
+    """[batch..., free, contract] @ [batch..., contract, free]; the free and contracting groups
+    are reshaped to one axis only when they are not a single axis already (a reshape of a
+    transposed view copies)."""
     (lc, rc), (lb, rb) = node.attrs["dimension_numbers"]
     lfree = [d for d in range(x.ndim) if d not in lc and d not in lb]
     rfree = [d for d in range(y.ndim) if d not in rc and d not in rb]
+    bshape = [x.shape[d] for d in lb]
 
-    def size(arr, dims):
-        return math.prod(arr.shape[d] for d in dims)
-    xt = mx.transpose(x, [*lb, *lfree, *lc]).reshape(
-        size(x, lb), size(x, lfree), size(x, lc))
-    yt = mx.transpose(y, [*rb, *rc, *rfree]).reshape(
-        size(y, rb), size(y, rc), size(y, rfree))
-    out = _batched_matmul(xt, yt, out_dtype(node))
+    def group(arr, perm, first, second):
+        arr = mx.transpose(arr, perm)
+        if len(first) != 1 or len(second) != 1:
+            arr = arr.reshape(*bshape, math.prod(arr.shape[len(bshape):len(bshape) + len(first)]),
+                              math.prod(arr.shape[len(bshape) + len(first):]))
+        return arr
+    xt = group(x, [*lb, *lfree, *lc], lfree, lc)
+    yt = group(y, [*rb, *rc, *rfree], rc, rfree)
+    dt = out_dtype(node)
+    if dt in FLOATS:
+        out = mx.matmul(xt.astype(dt), yt.astype(dt))
+    else:
+        b = math.prod(bshape)
+        out = _batched_matmul(xt.reshape(b, *xt.shape[-2:]), yt.reshape(b, *yt.shape[-2:]), dt)
     return out.reshape(node.out.shape)
 
 
