@@ -36,6 +36,8 @@ class Prim:
     """
 
     def __init__(self, name, impl, *, multiple_results=False, rows=None, jvp=None):
+        if name in PRIMITIVES:
+            raise KeyError(f"duplicate rlx primitive {name}")
         self.name, self.impl, self.rows = name, impl, rows
         self._jitted, self._shapes = {}, {}
         self.p = p = Primitive(name)
@@ -45,8 +47,6 @@ class Prim:
         mlir.register_lowering(p, mlir.lower_fun(self._lower_impl, multiple_results))
         batching.primitive_batchers[p] = self._batch
         ad.primitive_jvps[p] = jvp or self._jnp_jvp
-        if name in PRIMITIVES:
-            raise KeyError(f"duplicate rlx primitive {name}")
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -178,12 +178,6 @@ def differentiable(name, impl, *, linear, backward, rows=None):
     ad.primitive_jvps[fwd.p] = jvp
     fwd.lin = lin
     return fwd
-
-
-def reduce_rows(x, like_ndim):
-    """Sums `x` over its leading axes down to `like_ndim` trailing axes."""
-    return jnp.sum(x, axis=tuple(range(x.ndim - like_ndim)))
-
 
 
 def promote(*xs):
