@@ -68,7 +68,10 @@ def _same_attr(x, y):
     if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
         x, y = np.asarray(x), np.asarray(y)
         return x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
-    return bool(x == y)
+    try:
+        return bool(x == y)
+    except (TypeError, ValueError):   # e.g. tuples holding arrays: not a plain attribute
+        return False
 
 
 def _same(tv, av, bound):
