@@ -139,7 +139,7 @@ def _conv_backward_input(ctx, node, dy, w):
                                dilations=ctx.ints(a["rhs_dilation"]), groups=g)
         if any(grow):
             dx = mb.pad(x=dx, pad=ctx.ints([0, 0, 0, 0] + grow), mode="constant",
-                        constant_val=0.0)
+                        constant_val=ctx.like(0, dx))
         return _perm(ctx, dx, np.argsort(lhs))
     shape = (dy_shape[out[0]], cout, sizes[0][1], sizes[1][1])
     dtype = ctx.np_dtype(dy_n)
@@ -202,11 +202,11 @@ def _conv_backward_weight(ctx, node, x, dy):
 
 def _strided_weight_grad(ctx, node, xt, kern, shape, cout, ks, strides):
     mb, a = ctx.mb, node.attrs
-    ho, wo = (node.inputs[1].shape[d] for d in a["dimension_numbers"][2][2:])
     xt, pads = _edges(ctx, xt, shape, a["padding"])
-    pads = [int(p) for p in pads.tolist()] if hasattr(pads, "tolist") else list(pads)
+    pads = [int(p) for p in pads]
     if any(pads):
-        xt = mb.pad(x=xt, pad=ctx.ints([0, 0, 0, 0] + pads), mode="constant", constant_val=0.0)
+        xt = mb.pad(x=xt, pad=ctx.ints([0, 0, 0, 0] + pads), mode="constant",
+                    constant_val=ctx.like(0, xt))
     hp, wp = (shape[2 + r] - max(-lo, 0) - max(-hi, 0) + pads[2 * r] + pads[2 * r + 1]
               for r, (lo, hi) in enumerate(a["padding"]))
     io = shape[0] * cout
@@ -226,7 +226,7 @@ def _strided_weight_grad(ctx, node, xt, kern, shape, cout, ks, strides):
             y = slice_(ctx, y, [0, 0, 0, 0], [shape[0], cout, nq[0], nq[1]])
             if nq != tuple(q):
                 y = mb.pad(x=y, pad=ctx.ints([0, 0, 0, 0, 0, q[0] - nq[0], 0, q[1] - nq[1]]),
-                           mode="constant", constant_val=0.0)
+                           mode="constant", constant_val=ctx.like(0, y))
             cols.append(mb.reshape(x=y, shape=ctx.ints([io, q[0], 1, q[1], 1])))
         rows.append(cols[0] if len(cols) == 1 else mb.concat(values=cols, axis=4))
     y = rows[0] if len(rows) == 1 else mb.concat(values=rows, axis=2)
