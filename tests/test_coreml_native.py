@@ -16,6 +16,7 @@ import pytest
 from jax import lax
 
 import rlx_jax
+from rlx_jax.errors import LoweringError
 from rlx_jax import nn
 from rlx_jax.backends.base import all_backends, kept_kinds
 from rlx_jax.ir.graph import Builder
@@ -207,6 +208,18 @@ def test_configurations_without_a_kernel_are_decomposed(name, kind, operands, at
     assert not coreml().CLAIM_PREDICATES[kind](node)
     legal = legalize(graph, kept_kinds(coreml()), backend="coreml")
     assert kind not in legal.kinds()
+    with pytest.raises(LoweringError, match=kind.name):
+        coreml().build_program(graph)            # the kernel itself refuses, naming the op
+
+
+def test_layer_norm_with_constant_parameters_is_one_mil_op():
+    r = np.random.RandomState(3)
+    gamma, beta = r.rand(8).astype(np.float32) + 0.5, r.randn(8).astype(np.float32)
+    x = r.randn(2, 5, 8).astype(np.float32)
+    fn = rlx_jax.jit(lambda x: nn.layer_norm(x, gamma, beta), backend="coreml")
+    counts = fn.lower(x).op_counts(level="backend")
+    assert counts.get("layer_norm") == 1 and "mul" not in counts and "add" not in counts
+    np.testing.assert_allclose(fn(x), nn.layer_norm(x, gamma, beta), atol=1e-5, rtol=1e-5)
 
 
 # ---- structure, as MIL op counts (programs are built, not run) ----

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from ...passes.decompose.autodiff import pool_is_tiling
-from .mil import mil_rule
+from .mil import mil_rule, refuse
 from .mil_shape import slice_
 
 MAX_RANK = 5
@@ -44,6 +44,9 @@ def max_pool_backward_fits(node):
 
 @mil_rule(K.MaxPool2dBackward)
 def _max_pool_backward(ctx, node, x, dy):
+    if not max_pool_backward_fits(node):
+        refuse(node, "the native kernel takes non-overlapping unpadded windows that tile x",
+               "legalize with the backend's claims (kept_kinds), which decompose this node")
     mb, shape = ctx.mb, node.inputs[0].shape
     factors, is_win = pool_factors(shape, node.attrs["window_dimensions"])
     perm = [i for i, w in enumerate(is_win) if not w] + [i for i, w in enumerate(is_win) if w]
@@ -120,6 +123,9 @@ def _conv_backward_input(ctx, node, dy, w):
     its output. Run-time weights: a stride-1 conv of dy (zero-interleaved by the stride) with the
     kernel flipped and its in/out channels swapped. Input rows no window read get zeros."""
     from .mil_shape import _interior
+    if not conv_input_backward_fits(node):
+        refuse(node, "input dilation, batch groups, or kernel dilation with a run-time kernel",
+               "legalize with the backend's claims (kept_kinds), which decompose this node")
     a, mb = node.attrs, ctx.mb
     lhs, rhs, out = a["dimension_numbers"]
     in_shape, w_shape, dy_shape = a["input_shape"], node.inputs[1].shape, node.inputs[0].shape
@@ -176,6 +182,9 @@ def _conv_backward_weight(ctx, node, x, dy):
     Stride 1: one conv with stride d. Stride s > 1 (d = 1): kernel tap a = q·s + r reads the
     phase xp[r::s], so each phase (r_h, r_w) is a stride-1 conv giving taps q, and the phases
     are interleaved back (O(s_h·s_w) ops, none growing with the tensors)."""
+    if not conv_weight_backward_fits(node):
+        refuse(node, "input dilation, batch groups, or both strides and kernel dilation",
+               "legalize with the backend's claims (kept_kinds), which decompose this node")
     a, mb = node.attrs, ctx.mb
     lhs, rhs, out = a["dimension_numbers"]
     g = a["feature_group_count"]
