@@ -364,14 +364,20 @@ def test_gradients_native_vs_jax_and_decomposed(name):
         np.testing.assert_allclose(np.asarray(g), np.asarray(d), atol=2e-4, rtol=2e-4)
 
 
-def test_conv_input_gradient_with_constant_weight_uses_conv_transpose():
-    w = np.random.RandomState(1).randn(3, 3, 2, 4).astype(np.float32)
+@pytest.mark.parametrize("strides,padding,dilation", [
+    ((2, 2), ((1, 1), (0, 1)), (1, 1)),
+    ((1, 2), ((2, 0), (1, 1)), (2, 1)),
+    ((3, 1), ((-1, 0), (0, 0)), (1, 1)),
+])
+def test_conv_input_gradient_with_constant_weight_uses_conv_transpose(strides, padding, dilation):
+    """(grouped convolutions are not recognised as Conv2dBackwardInput: the contract)"""
+    w = np.random.RandomState(1).randn(3, 3, 4, 4).astype(np.float32)
 
     def loss(x):
-        y = lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (0, 1)),
+        y = lax.conv_general_dilated(x, w, strides, padding, rhs_dilation=dilation,
                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
         return jnp.sum(jnp.sin(y))
-    x = np.random.RandomState(2).randn(2, 9, 8, 2).astype(np.float32)
+    x = np.random.RandomState(2).randn(2, 9, 8, 4).astype(np.float32)
     fn = rlx_jax.jit(jax.grad(loss), backend="coreml")
     lowered = fn.lower(x)
     assert "Conv2dBackwardInput" in lowered.op_counts()
