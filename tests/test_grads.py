@@ -81,8 +81,15 @@ def test_grad_matches_central_differences_f64(prog, x64):
 
 
 @pytest.mark.x64
-def test_x64_does_not_leak(x64):
+def test_x64_fixture_enables_64_bit(x64):
     assert jnp.ones(2, jnp.float64).dtype == jnp.float64
+
+
+@pytest.mark.x64
+def test_x64_does_not_leak():
+    """Runs after the x64 tests above (file order): the switch did not outlive them."""
+    assert not jax.config.jax_enable_x64
+    assert jnp.ones(2, jnp.float64).dtype == jnp.float32
 
 
 def _adam_step(loss):
