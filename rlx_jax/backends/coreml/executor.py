@@ -44,7 +44,7 @@ class MilReferenceExecutor:
         level = logging.getLogger("coremltools").level
         logging.getLogger("coremltools").setLevel(logging.ERROR)
         try:
-            with Function({}, opset_version=self.opset):
+            with Function({}, opset_version=self.opset), np.errstate(all="ignore"):
                 for op in self.ops:
                     self._run(op, env)
         finally:
@@ -205,3 +205,9 @@ def _max_pool(x, kernel_sizes, strides=None, pad_type="valid", pad=None, ceil_mo
         acc = win if acc is None else np.maximum(acc, win)
     return acc
 from . import executor_nn  # noqa: E402,F401  (NumPy versions of the nn kernels' MIL ops)
+
+
+@override("select")
+def _select(cond, a, b, **_):
+    # coremltools' value_inference breaks when scalar branches broadcast against cond
+    return np.where(cond, a, b)

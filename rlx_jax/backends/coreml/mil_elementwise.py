@@ -168,6 +168,26 @@ def _rem(ctx, x, y):
     return mb.mul(x=mb.sign(x=x), y=mb.mod(x=mb.abs(x=x), y=mb.abs(x=y)))
 
 
+def _negative(ctx, v):
+    """v < 0, counting -0.0 as negative (1/v is -inf there)."""
+    mb = ctx.mb
+    zero = ctx.like(0, v)
+    return mb.logical_or(x=mb.less(x=v, y=zero),
+                         y=mb.less(x=mb.real_div(x=ctx.like(1, v), y=v), y=zero))
+
+
+def _atan2(ctx, y, x):
+    """atan(y/x) moved to the right quadrant; signed zeros as in C atan2."""
+    mb = ctx.mb
+    base = mb.atan(x=mb.real_div(x=y, y=x))
+    both_zero = mb.logical_and(x=mb.equal(x=x, y=ctx.like(0, x)),
+                               y=mb.equal(x=y, y=ctx.like(0, y)))
+    base = mb.select(cond=both_zero, a=y, b=base)
+    neg = mb.cast(x=_negative(ctx, y), dtype=MIL_DTYPE[ctx.np_dtype(y).name])
+    turn = mb.sub(x=ctx.like(np.pi, y), y=mb.mul(x=neg, y=ctx.like(2 * np.pi, y)))
+    return mb.select(cond=_negative(ctx, x), a=mb.add(x=base, y=turn), b=base)
+
+
 DIRECT_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "max": "maximum", "min": "minimum"}
 LOGICAL = {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}
 
@@ -190,6 +210,8 @@ def _binary(ctx, node, x, y):
         return _rem(ctx, x, y)
     if fn == "pow" and dt.kind == "f":
         return mb.pow(x=x, y=y)
+    if fn == "atan2" and dt.kind == "f":
+        return _atan2(ctx, x, y)
     refuse(node, f"no MIL op for {fn} on {dt.name}")
 
 

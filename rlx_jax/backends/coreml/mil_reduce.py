@@ -107,27 +107,44 @@ def _take(ctx, x, idx, axis, is_bool):
 
 @mil_rule(K.Sort)
 def _sort(ctx, node, *xs):
-    """Ascending sort by the first num_keys operands (lexicographic: stable argsorts from the
-    last key to the first); every operand is permuted alike."""
-    a = node.attrs
+    """Ascending lexicographic sort by the first num_keys operands: stable argsorts from the
+    least significant key to the most significant. A float key sorts as (value with NaN as
+    +inf, is-NaN), so NaN comes after +inf as in JAX. Every operand is permuted alike."""
+    mb, a = ctx.mb, node.attrs
     axis = a["dimension"]
     bools = [v.dtype == np.bool_ for v in node.inputs]
+    passes = []                   # (key var, bool?) most significant first
+    for j in range(a["num_keys"]):
+        if node.inputs[j].dtype.kind == "f":
+            isnan = mb.cast(x=mb.not_equal(x=xs[j], y=xs[j]), dtype="int32")
+            passes += [(nan_last(ctx, xs[j]), False), (isnan, False)]
+        else:
+            passes.append((xs[j], bools[j]))
     idx = None
-    for j in reversed(range(a["num_keys"])):
-        key = xs[j] if idx is None else _take(ctx, xs[j], idx, axis, bools[j])
-        if bools[j]:
-            key = ctx.mb.cast(x=key, dtype="int32")
-        order = ctx.mb.argsort(x=key, axis=axis, ascending=True)
-        idx = order if idx is None else ctx.mb.gather_along_axis(x=idx, indices=order,
-                                                                 axis=axis)
+    for key, is_bool in reversed(passes):
+        if idx is not None:
+            key = _take(ctx, key, idx, axis, is_bool)
+        if is_bool:
+            key = mb.cast(x=key, dtype="int32")
+        order = mb.argsort(x=key, axis=axis, ascending=True)
+        idx = order if idx is None else mb.gather_along_axis(x=idx, indices=order, axis=axis)
     outs = tuple(_take(ctx, x, idx, axis, b) for x, b in zip(xs, bools))
     return outs if len(outs) > 1 else outs[0]
 
 
+def nan_last(ctx, x):
+    """NaN -> +inf, so MIL orders NaN after every number, as JAX does."""
+    mb = ctx.mb
+    return mb.select(cond=mb.not_equal(x=x, y=x), a=ctx.like(np.inf, x), b=x)
+
+
 @mil_rule(K.TopK)
 def _top_k(ctx, node, x):
-    vals, idx = ctx.mb.topk(x=x, k=node.attrs["k"], axis=-1, ascending=False)
-    return vals, idx
+    """MIL topk on NaN-as-+inf keys; the values are gathered back from x (NaN kept)."""
+    if node.inputs[0].dtype.kind != "f":
+        return tuple(ctx.mb.topk(x=x, k=node.attrs["k"], axis=-1, ascending=False))
+    _, idx = ctx.mb.topk(x=nan_last(ctx, x), k=node.attrs["k"], axis=-1, ascending=False)
+    return ctx.mb.gather_along_axis(x=x, indices=idx, axis=-1), idx
 
 
 def _logaddexp(ctx, a, b):
