@@ -89,7 +89,7 @@ def test_x64_fixture_enables_64_bit(x64):
 def test_x64_does_not_leak():
     """Runs after the x64 tests above (file order): the switch did not outlive them."""
     assert not jax.config.jax_enable_x64
-    assert jnp.ones(2, jnp.float64).dtype == jnp.float32
+    assert jnp.asarray(1.0).dtype == jnp.float32 and jnp.asarray(1).dtype == jnp.int32
 
 
 def _adam_step(loss):
