@@ -104,7 +104,7 @@ def report(backend, step, args, runs, rounds):
     print(f"  compile (s)       native {nat['compile_s']:6.2f}   decomposed "
           f"{dec['compile_s']:6.2f}   ratio {nat['compile_s'] / dec['compile_s']:.2f}")
     print(f"  first call (s)    native {nat['first_s']:6.3f}   decomposed {dec['first_s']:6.3f}"
-          + ("   (mx.compile code generation; identical graphs share its kernel cache)"
+          + ("   (includes mx.compile C++ code generation, cached across graphs)"
              if backend == "mlx" else ""))
     tn, td = [], []
     for _ in range(rounds):                              # interleaved: drift hits both alike
