@@ -1,7 +1,7 @@
 """Interval analysis of integer values, to prove where non-int32 integers fit in int32.
 
-bounds[value id] = (lo, hi) with Python ints; every integer value gets one (its dtype's range
-when nothing better is known). Sound for the kinds below; anything else keeps the dtype range.
+bounds[value id] = (lo, hi) with Python ints, or None where nothing is proven (a result that
+may have wrapped around, or a kind without a rule here). Inputs hold their dtype's range.
 """
 import numpy as np
 
@@ -79,18 +79,33 @@ def _node(n, get):
 def intervals(graph):
     bounds = {}
 
+    class Unknown(Exception):
+        pass
+
     def get(v):
-        return bounds.get(v.id, _range(v.dtype) if v.dtype.kind in "iub" else (0, 0))
+        if v.dtype == np.bool_:
+            return (0, 1)
+        b = bounds.get(v.id)
+        if b is None:
+            raise Unknown
+        return b
 
     for n in graph.nodes:
-        res = None
-        if any(o.dtype.kind in "iu" for o in n.outputs):
+        if not any(o.dtype.kind in "iu" for o in n.outputs):
+            continue
+        if n.kind is K.Input:
+            bounds[n.out.id] = _range(n.out.dtype)
+            continue
+        try:
             res = _node(n, get)
+        except Unknown:
+            res = None
         for i, o in enumerate(n.outputs):
             if o.dtype.kind not in "iu":
                 continue
             full = _range(o.dtype)
-            b = res[i] if res is not None and res[i] is not None else full
-            # a result outside the dtype's range wraps: nothing is known then
-            bounds[o.id] = b if full[0] <= b[0] and b[1] <= full[1] else full
+            b = res[i] if res is not None else None
+            # a result outside the dtype's range may have wrapped: nothing is proven then
+            ok = b is not None and full[0] <= b[0] and b[1] <= full[1]
+            bounds[o.id] = b if ok else None
     return bounds

@@ -44,6 +44,8 @@ def _refuse(v, node, why, todo):
 
 
 def _fits(v, bound):
+    if bound is None:
+        return False
     info = np.iinfo(v.dtype)
     lo, hi = bound
     return max(info.min, I32.min) <= lo and hi <= min(info.max, I32.max)
@@ -67,10 +69,10 @@ def check_graph(graph):
                 bounds = bounds if bounds is not None else intervals(graph)
                 if _fits(v, bounds[v.id]):
                     continue
-                lo, hi = bounds[v.id]
+                b = bounds[v.id]
                 _refuse(v, n, f"Core ML computes integers in int32 only, and these "
                         f"{v.dtype.name} values are not provably in int32 range without "
-                        f"wrap-around (bounds [{lo}, {hi}])",
+                        f"wrap-around (bounds {list(b) if b else 'unknown'})",
                         "cast to int32 (or float32) where the values enter, or use "
                         "backend='xla'")
             why = f"Core ML has no {v.dtype.name} tensors"
