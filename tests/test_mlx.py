@@ -185,12 +185,36 @@ def test_compile_false_option():
     assert next(iter(f._cache.values())).runtime == "mlx-eager"
 
 
-def test_lowering_error_names_node_and_source_line():
-    def f(x, w):
-        return jax.lax.conv(x, w, (1, 1), "VALID")
+def test_unsupported_dtype_error_names_dtype_node_and_source_line():
+    def f(x):
+        return x * 2
     with pytest.raises(errors.LoweringError) as e:
-        rlx_jax.jit(f, backend="mlx")(np.ones((1, 1, 3, 3), np.int32),
-                                      np.ones((1, 1, 2, 2), np.int32))
+        rlx_jax.jit(f, backend="mlx")(np.ones(3, np.complex64))
     msg = str(e.value)
-    assert "Conv" in msg and "floating point" in msg and "test_mlx.py" in msg
-    assert "backend='xla'" in msg
+    assert "complex64" in msg and "argument 0" in msg and "'f'" in msg
+
+
+def test_float64_is_refused_on_the_gpu(monkeypatch):
+    from rlx_jax.backends.mlx import lower as mlx_lower
+    from rlx_jax.frontend.trace import trace
+    with jax.enable_x64(True):
+        graph = trace(lambda x: x + 1, np.ones(2, np.float64))
+    monkeypatch.setattr(mlx_lower.mx, "default_device", lambda: mx.Device(mx.gpu))
+    with pytest.raises(errors.LoweringError, match="float64 on the GPU"):
+        mlx_lower.check_dtypes(graph)
+
+
+def test_unavailable_without_mlx():
+    code = ("import sys; sys.modules['mlx'] = None; sys.modules['mlx.core'] = None\n"
+            "import rlx_jax\n"
+            "from rlx_jax.backends.base import all_backends\n"
+            "b = all_backends()['mlx']\n"
+            "assert not b.available() and 'mlx' in b.unavailable_reason()\n"
+            "assert 'mlx' not in rlx_jax.available_backends()\n"
+            "try:\n"
+            "    rlx_jax.jit(lambda x: x, backend='mlx')(1.0)\n"
+            "except rlx_jax.errors.BackendUnavailableError as e:\n"
+            "    print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert "refused:" in r.stdout and "import mlx.core" in r.stdout, r.stderr[-2000:]

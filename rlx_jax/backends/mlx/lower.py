@@ -1,12 +1,13 @@
 """IR Graph -> a Python function over mx arrays (the interpreter loop over MLX_RULES), wrapped
 by the runtime in `mx.compile`. MLX_RULES holds one rule per claimed OpKind, by family."""
 import mlx.core as mx
+import numpy as np
 
 from ...errors import LoweringError
 from ...ir.interpret import interpret, where
 from ...ir.ops import OpKind
 from . import rules_conv, rules_elementwise, rules_index, rules_reduce, rules_shape  # noqa: F401
-from .runtime import MlxExecutable, to_mx_dtype
+from .runtime import NP_TO_MX, MlxExecutable, to_mx_dtype
 from .table import MLX_RULES
 
 try:
@@ -32,6 +33,12 @@ class MlxContext:
 def check_dtypes(graph):
     """Every value's dtype must exist in MLX on the default device (float64: CPU only)."""
     gpu = mx.default_device() != mx.cpu
+    for v in graph.inputs:
+        if np.dtype(v.dtype) not in NP_TO_MX:
+            raise LoweringError(
+                f"argument {v.node.attrs['index']} of '{graph.name}' has dtype {v.dtype.name}, "
+                f"which backend 'mlx' does not support; pass float32/float16/bfloat16/int/uint/"
+                f"bool arrays, or use backend='xla'")
     for n in graph.nodes:
         for v in n.outputs:
             try:

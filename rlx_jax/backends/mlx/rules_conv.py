@@ -6,8 +6,9 @@ import math
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
+from .rules_reduce import _batched_matmul
 from .rules_shape import pad
-from .table import FLOATS, highest, index_dtype, lowest, mlx_rule, out_dtype, scalar, unsupported
+from .table import FLOATS, highest, index_dtype, lowest, mlx_rule, out_dtype, scalar
 
 
 @mlx_rule(K.Conv)
@@ -16,10 +17,6 @@ def _conv(ctx, node, x, w):
     lhs_spec, rhs_spec, out_spec = a["dimension_numbers"]
     nsp = len(lhs_spec) - 2
     dt = out_dtype(node)
-    if dt not in FLOATS:
-        unsupported(node, f"convolution producing {dt} (MLX convolves floating point only)")
-    if not 1 <= nsp <= 3:
-        unsupported(node, f"convolution with {nsp} spatial dimensions (MLX supports 1 to 3)")
     x = mx.transpose(x.astype(dt), [lhs_spec[0], *lhs_spec[2:], lhs_spec[1]])   # N, S..., C
     w = mx.transpose(w.astype(dt), [rhs_spec[0], *rhs_spec[2:], rhs_spec[1]])   # O, S..., I
     groups, bgc = a["feature_group_count"], a["batch_group_count"]
@@ -30,6 +27,10 @@ def _conv(ctx, node, x, w):
         groups = bgc
     padding = list(a["padding"])
     lhs_dil = list(a["lhs_dilation"])
+    if dt not in FLOATS or not 1 <= nsp <= 3:     # MLX convolves floats in 1 to 3 dims
+        out = _conv_by_patches(x, w, a["window_strides"], padding, lhs_dil, a["rhs_dilation"],
+                               groups, dt)
+        return _to_out_spec(out, out_spec)
     if any(lo < 0 or hi < 0 for lo, hi in padding):
         if any(d != 1 for d in lhs_dil):
             zero = scalar(0, dt)
@@ -42,11 +43,38 @@ def _conv(ctx, node, x, w):
                           padding=([lo for lo, _ in padding], [hi for _, hi in padding]),
                           kernel_dilation=list(a["rhs_dilation"]), input_dilation=lhs_dil,
                           groups=groups)
+    return _to_out_spec(out, out_spec)
+
+
+def _to_out_spec(out, out_spec):
+    """[N, S..., O] (MLX's layout) -> the layout of the output dimension numbers."""
+    nsp = out.ndim - 2
     perm = [0] * (nsp + 2)
     perm[out_spec[0]], perm[out_spec[1]] = 0, nsp + 1
     for i, p in enumerate(out_spec[2:]):
         perm[p] = 1 + i
     return mx.transpose(out, perm)
+
+
+def _conv_by_patches(x, w, strides, padding, lhs_dil, rhs_dil, groups, dt):
+    """Convolution as patches (a strided window view) contracted per feature group: exact,
+    wrapping integer convolutions (MLX convolves floats only) and any number of spatial dims."""
+    nsp = x.ndim - 2
+    cfg = [(0, 0, 0)] + [(lo, hi, d - 1) for (lo, hi), d in zip(padding, lhs_dil)] + [(0, 0, 0)]
+    xp = pad(x.astype(dt), scalar(0, dt), cfg)
+    ks, c = list(w.shape[1:-1]), x.shape[-1]
+    win, out = windows(xp, [1, *ks, c], [1, *strides, 1], [1, *rhs_dil, 1])
+    n, p, kp = x.shape[0], math.prod(out[1:-1]), math.prod(ks)
+    patches = win.reshape(n * p, kp, groups, c // groups)
+    og = w.shape[0] // groups
+    wg = w.astype(dt).reshape(groups, og, kp, c // groups)
+    res = []
+    for g in range(groups):
+        lhs = patches[:, :, g, :].reshape(1, n * p, -1)
+        rhs = mx.transpose(wg[g].reshape(og, -1), (1, 0))[None]
+        res.append(_batched_matmul(lhs, rhs, dt)[0])
+    y = mx.concatenate(res, axis=-1) if groups > 1 else res[0]
+    return y.reshape(n, *out[1:-1], w.shape[0])
 
 
 def windows(x, window, strides, dilation):

@@ -3,11 +3,10 @@ ReducePrecision, with JAX's exact integer, NaN and shift semantics."""
 import math
 
 import mlx.core as mx
-import numpy as np
 
 from ...ir.ops import OpKind as K
 from .mathfns import digamma, erfc, lgamma, population_count
-from .table import (FLOATS, HALF, SIGNED, TO_SIGNED, TO_UNSIGNED, UNSIGNED, bits, highest,
+from .table import (HALF, SIGNED, TO_SIGNED, TO_UNSIGNED, UNSIGNED, bits, highest,
                     is_float, lowest, mlx_rule, out_dtype, scalar, unsupported)
 
 

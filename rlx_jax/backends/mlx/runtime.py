@@ -13,8 +13,8 @@ at every kernel build). The executable points `TMPDIR` at the package's cache ro
 which is evaluated eagerly for that reason -- and restores it right after, so the user's TMPDIR
 is untouched for everything else (a later call that needs a new kernel variant, e.g. for
 non-contiguous inputs, builds it under the user's TMPDIR). Kernels sit in
-`cache_dir()/<mlx version>/cpu`, cache_dir() = `<root>/mlx`. With Metal (macOS GPU) kernels are built in
-memory and nothing is written.
+`cache_dir()/<mlx version>/cpu`, cache_dir() = `<root>/mlx`. With Metal (macOS GPU) kernels are
+built in memory and nothing is written.
 """
 import os
 import shutil
@@ -155,7 +155,8 @@ class MlxExecutable:
 
     def __init__(self, name, fn, in_dtypes, output="mlx", compile=True):
         if output not in OUTPUTS:
-            raise BadArgumentError(f"backend 'mlx': output={output!r}; choose one of {sorted(OUTPUTS)}")
+            raise BadArgumentError(
+                f"backend 'mlx': output={output!r}; choose one of {sorted(OUTPUTS)}")
         self.name = name
         self._raw = fn
         self._convs = [_converter(d) for d in in_dtypes]
