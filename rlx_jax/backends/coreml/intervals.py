@@ -54,7 +54,7 @@ def _node(n, get):
     if n.kind is K.Concat:
         return [_union(*[get(v) for v in n.inputs])]
     if n.kind is K.Sort:
-        return [get(v) for v in n.inputs]
+        return [get(v) if v.dtype.kind in "iub" else None for v in n.inputs]
     if n.kind in (K.ArgMax, K.ArgMin):
         return [(0, n.inputs[0].shape[a["axis"]] - 1)]
     if n.kind is K.TopK:

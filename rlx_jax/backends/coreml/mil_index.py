@@ -147,34 +147,37 @@ def _scatter(ctx, node, x, idx, upd):
     window_dims = [d for d in range(len(shape)) if d not in inserted]
     wsize = dict(zip(window_dims, [ushape[p] for p in dn.update_window_dims]))
     rest = tuple(d for d in range(len(shape)) if d not in indexed)
-    for d in indexed:
-        if wsize.get(d, 1) != 1:
-            refuse(node, f"update window of size {wsize[d]} on indexed axis {d}",
-                   "scatter single elements along indexed axes")
     for d in rest:
         if wsize[d] != shape[d]:
             refuse(node, f"partial update window ({wsize[d]} of {shape[d]}) on axis {d}",
                    "scatter whole rows along non-indexed axes")
-    # updates -> [scatter batch..., rest...]
+    win = {d: wsize.get(d, 1) for d in indexed}
+    wins = [(j, win[d]) for j, d in enumerate(indexed) if win[d] > 1]
+    wdims = [indexed[j] for j, _ in wins]
+    # updates -> [scatter batch..., windows on indexed axes..., rest...]
     upos = [p for p in range(len(ushape)) if p not in dn.update_window_dims]
-    uperm = upos + list(dn.update_window_dims)
+    at = dict(zip(window_dims, dn.update_window_dims))
+    ones = [at[d] for d in indexed if d in at and win[d] == 1]
+    uperm = upos + [at[d] for d in wdims] + [at[d] for d in rest] + ones
     if uperm != list(range(len(ushape))):
         upd = mb.transpose(x=upd, perm=ctx.ints(uperm))
-    ushape2 = tuple(ishape[:-1]) + tuple(shape[d] for d in rest)
+    ushape2 = tuple(ishape[:-1]) + tuple(win[d] for d in wdims) + tuple(shape[d] for d in rest)
     if tuple(ushape[p] for p in uperm) != ushape2:
         upd = reshape(ctx, upd, ushape2)
-    clamped, valid = _bounds(ctx, idx, indexed, shape, {d: 1 for d in indexed})
+    clamped, valid = _bounds(ctx, idx, indexed, shape, win)
     perm = indexed + rest
     if perm != tuple(range(len(shape))):
         x = mb.transpose(x=x, perm=ctx.ints(perm))
     tshape = tuple(shape[d] for d in perm)
     drop = node.attrs["mode"] != "clip"       # XLA skips out-of-bounds updates
-    if drop:   # invalid updates go to an extra row past the end of axis 0
+    extra = win[indexed[0]]
+    if drop:   # invalid updates go to extra rows past the end of axis 0
         spare = np.zeros((len(indexed),), np.int32)
         spare[0] = tshape[0]
         v = mb.cast(x=reshape(ctx, valid, tuple(ishape[:-1]) + (1,)), dtype="bool")
         clamped = mb.select(cond=v, a=clamped, b=ctx.const(spare))
-        x = mb.concat(values=[x, ctx.const(np.zeros((1,) + tshape[1:], dtype))], axis=0)
+        x = mb.concat(values=[x, ctx.const(np.zeros((extra,) + tshape[1:], dtype))], axis=0)
+    clamped, _ = _window_indices(ctx, clamped, ishape, wins)
     is_bool = dtype == np.bool_
     if is_bool:
         x, upd = mb.cast(x=x, dtype="int32"), mb.cast(x=upd, dtype="int32")
