@@ -196,10 +196,11 @@ def test_bad_option_values(opt):
         rlx_jax.jit(jnp.sin, backend="coreml", **opt)(f32(2))
 
 
-def test_float16_precision_and_target(tmp_path):
+@pytest.mark.parametrize("optimize", ["default", "fast"])
+def test_float16_precision_and_target(tmp_path, optimize):
     f = lambda x: jnp.exp(x) @ x.T   # noqa: E731
     x = f32(3, 4)
-    path = rlx_jax.export_coreml(f, x, path=str(tmp_path / "h.mlpackage"),
+    path = rlx_jax.export_coreml(f, x, path=str(tmp_path / "h.mlpackage"), optimize=optimize,
                                  compute_precision="float16", minimum_deployment_target="iOS17")
     spec = ct.utils.load_spec(path)
     assert spec.specificationVersion == 8            # iOS17

@@ -125,6 +125,11 @@ def convert(mil_program, options, timings=None):
     t0 = time.perf_counter()
     pipeline = ct.PassPipeline.DEFAULT if options.optimize == "default" else \
         ct.PassPipeline.EMPTY
+    if options.optimize == "fast" and options.precision == "float16":
+        # the empty pipeline would drop the float16 rewrite: keep just that and the folding
+        for name in ("common::add_fp16_cast", "common::const_elimination",
+                     "common::dead_code_elimination"):
+            pipeline.append_pass(name)
     precision = ct.precision.FLOAT32 if options.precision == "float32" else \
         ct.precision.FLOAT16
     model = ct.convert(mil_program.program, convert_to="mlprogram", skip_model_load=True,
