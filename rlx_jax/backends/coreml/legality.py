@@ -13,7 +13,6 @@ import numpy as np
 
 from ...errors import LoweringError
 from ...ir.interpret import where
-from ...ir.ops import OpKind as K
 from .intervals import intervals
 
 MAX_RANK = 5

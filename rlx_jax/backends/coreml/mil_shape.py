@@ -4,7 +4,7 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from .legality import mil_np_dtype
-from .mil import mil_rule, refuse
+from .mil import mil_rule
 
 
 def reshape(ctx, x, shape):
