@@ -224,3 +224,10 @@ def test_cache_reuses_package(tmp_path, monkeypatch):
     assert c2.executable.package_path == path and calls == []
     c3 = rlx_jax.jit(jnp.cos, backend="coreml", optimize="default").lower(x).compile()
     assert c3.executable.package_path != path and calls == [1]
+
+
+def test_scalar_bool_values_broadcast():
+    f = lambda x: jnp.where(x.sum() > 0, x, -x)   # noqa: E731
+    for x in (f32(2, 3), -np.abs(f32(2, 3))):
+        np.testing.assert_array_equal(rlx_jax.jit(f, backend="coreml", optimize="fast")(x),
+                                      f(x))

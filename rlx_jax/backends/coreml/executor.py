@@ -80,15 +80,19 @@ class MilReferenceExecutor:
     @staticmethod
     def _reissue(op, kwargs):
         from coremltools.converters.mil import Builder as mb
-        def const(v):
+        spec = op.input_spec.input_types
+
+        def const(v, param):
             a = np.asarray(v)
             if a.dtype.kind in "USO":
                 return str(a.item())
-            if a.ndim == 0:     # MIL params expect scalars (Python bools for flags)
+            if a.ndim == 0 and param:   # compile-time params: scalars, Python bools for flags
                 return a.item() if a.dtype == np.bool_ else a[()]
             return a
-        consts = {k: [const(x) for x in v] if isinstance(v, list) else const(v)
-                  for k, v in kwargs.items()}
+        consts = {}
+        for k, v in kwargs.items():
+            param = bool(getattr(spec.get(k), "const", False))
+            consts[k] = [const(x, param) for x in v] if isinstance(v, list) else const(v, param)
         out = getattr(mb, op.op_type)(**consts)
         outs = out if isinstance(out, (list, tuple)) else (out,)
         vals = [o.val for o in outs]
