@@ -231,3 +231,15 @@ def test_scalar_bool_values_broadcast():
     for x in (f32(2, 3), -np.abs(f32(2, 3))):
         np.testing.assert_array_equal(rlx_jax.jit(f, backend="coreml", optimize="fast")(x),
                                       f(x))
+
+
+def test_conv_layouts_are_transposes_around_one_conv():
+    x, w = f32(2, 8, 8, 3), f32(3, 3, 3, 4)
+    nhwc = lambda x, w: lax.conv_general_dilated(   # noqa: E731
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    assert mil_ops(nhwc, x, w) == {"conv": 1, "transpose": 3, "identity": 1}
+    nchw = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "VALID")   # noqa: E731
+    xt, wt = x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1)
+    assert mil_ops(nchw, xt, wt) == {"conv": 1, "identity": 1}
+    np.testing.assert_allclose(rlx_jax.jit(nhwc, backend="coreml")(x, w), nhwc(x, w),
+                               rtol=1e-5, atol=1e-5)
