@@ -20,13 +20,13 @@ def build(graph, options, timings=None):
     return prog
 
 
-def write_package(graph, options, path, timings=None):
+def write_package(graph, options, path, timings=None, overwrite=True):
     """Builds, converts and saves `graph` as an .mlpackage at `path`."""
     prog = build(graph, options, timings)
     model = package.convert(prog, options, timings)
     package.describe(model, graph, options)
     t0 = time.perf_counter()
-    package.save(model, path)
+    package.save(model, path, overwrite)
     if timings is not None:
         timings["save"] = time.perf_counter() - t0
     return path
@@ -72,6 +72,6 @@ class CoremlBackend:
         opts = package.Options(**options)
         path = self.package_path(graph, opts)
         if not os.path.exists(path):
-            write_package(graph, opts, path, timings)
+            write_package(graph, opts, path, timings, overwrite=False)
         ins, outs = io_names(graph, opts.input_names, opts.output_names)
         return CoremlExecutable(graph, path, ins, outs, opts.ct_units())

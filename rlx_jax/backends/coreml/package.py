@@ -148,8 +148,9 @@ def describe(model, graph, options):
     model.user_defined_metadata["rlx_jax.precision"] = options.precision
 
 
-def save(model, path):
-    """Saves atomically: write next to `path`, then rename."""
+def save(model, path, overwrite=True):
+    """Saves atomically: write next to `path`, then rename. With overwrite=False (the cache),
+    a package another process finished first is kept as it is."""
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-")
@@ -157,6 +158,8 @@ def save(model, path):
         staged = os.path.join(tmp, os.path.basename(path))
         model.save(staged)
         if os.path.exists(path):
+            if not overwrite:
+                return path
             shutil.rmtree(path)
         os.replace(staged, path)
     finally:
