@@ -17,17 +17,25 @@ except ImportError as _e:   # pragma: no cover - only while the module is being 
         raise
 
 
+SMALL_CONSTANT = 16
+
+
 class MlxContext:
-    """What rules see: the graph's constants, converted once at lowering time."""
+    """What rules see: the graph's constants. Large ones are converted once at lowering time
+    and captured; small ones are made while mx.compile traces, so they become literals of the
+    fused kernels instead of extra arguments of every call (measured: ~4 us per call)."""
 
     def __init__(self, graph):
         self.consts = {}
         for n in graph.nodes:
-            if n.kind is OpKind.Constant:
+            if n.kind is OpKind.Constant and n.out.size > SMALL_CONSTANT:
                 self.consts[id(n)] = mx.array(n.attrs["value"], dtype=to_mx_dtype(n.out.dtype))
 
     def constant(self, node):
-        return self.consts[id(node)]
+        c = self.consts.get(id(node))
+        if c is None:
+            return mx.array(node.attrs["value"], dtype=to_mx_dtype(node.out.dtype))
+        return c
 
 
 def check_dtypes(graph):
