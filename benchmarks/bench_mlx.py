@@ -162,6 +162,7 @@ def dispatch_overhead(n):
         ("call only", lambda: rlx(x), lambda: raw(x)),
         ("call + eval", lambda: mx.eval(rlx(x)), lambda: mx.eval(raw(x))),
         ("executable (no pytree/cache lookup)", lambda: exe.executable(x), lambda: raw(x)),
+        ("executable + eval", lambda: mx.eval(exe.executable(x)), lambda: mx.eval(raw(x))),
     ]:
         ta, tb = side_by_side(a, b, n)
         print(f"  {label:38s} rlx {ta * 1e6:7.2f} us  raw {tb * 1e6:7.2f} us  "
