@@ -110,6 +110,7 @@ def measure(name, fn, args):
 
 
 def main():
+    measure("warmup", *mlp())          # first ct.convert / jax.jit pay one-off import costs
     rows = [measure(n, *make()) for n, make in (("mlp", mlp), ("cnn", cnn),
                                                ("transformer4", transformer))]
     cols = ["workload", "ir_nodes", "mil_ops_built", "mil_ops_default", "mil_ops_fast",
