@@ -37,5 +37,10 @@ class MlxBackend:
         from .lower import lower
         return lower(graph, name=name, **options)
 
+    def build_program(self, graph, name=None, **options):
+        """MLX primitive counts / DOT text of the lowered graph (`Lowered.op_counts("backend")`)."""
+        from .lower import build_program
+        return build_program(graph, name=name, **options)
+
 
 MLX = register_backend(MlxBackend())

@@ -1,5 +1,8 @@
 """IR Graph -> a Python function over mx arrays (the interpreter loop over MLX_RULES), wrapped
 by the runtime in `mx.compile`. MLX_RULES holds one rule per claimed OpKind, by family."""
+import io
+import re
+
 import mlx.core as mx
 import numpy as np
 
@@ -72,3 +75,32 @@ def lower(graph, name=None, output="mlx", compile=True):
     check_dtypes(graph)
     return MlxExecutable(name or graph.name, build_function(graph),
                          [v.dtype for v in graph.inputs], output=output, compile=compile)
+
+
+class MlxProgram:
+    """The MLX primitives a graph lowers to (before mx.compile's fusion), from MLX's own graph
+    export: `op_counts()` (primitive name -> count) and `as_text()` (Graphviz DOT)."""
+
+    def __init__(self, dot):
+        self.dot = dot
+        counts = {}
+        for label in re.findall(r'\[label ="([^"]+)"', dot):
+            counts[label] = counts.get(label, 0) + 1
+        self.counts = dict(sorted(counts.items()))
+
+    def op_counts(self):
+        return dict(self.counts)
+
+    def as_text(self):
+        return self.dot
+
+
+def build_program(graph, name=None, **options):
+    """Traces the graph lazily on placeholder inputs (nothing is computed) and exports it."""
+    check_dtypes(graph)
+    args = [mx.zeros(v.shape, to_mx_dtype(v.dtype)) for v in graph.inputs]
+    mx.eval(args)
+    outs = build_function(graph)(*args)
+    buf = io.StringIO()
+    mx.export_to_dot(buf, *outs)
+    return MlxProgram(buf.getvalue())
