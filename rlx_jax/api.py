@@ -142,6 +142,8 @@ class Jitted:
 
     # ---- argument handling ----
     def _split(self, args, kwargs):
+        if not self.static_argnums and not self.static_argnames:
+            return (), args, kwargs          # the common case, on every cached call
         n = len(args)
         nums = {i % n if i < 0 else i for i in self.static_argnums if -n <= i < n}
         statics = tuple((i, args[i]) for i in sorted(nums))
