@@ -4,6 +4,7 @@ import math
 
 import mlx.core as mx
 
+from .mathfns64 import sin64
 from .table import SIGNED, TO_UNSIGNED, bits, scalar
 
 # Lanczos approximation, g = 7, n = 9 (relative error ~1e-15 for x >= 0.5).
@@ -28,7 +29,8 @@ def lgamma(x):
     small = x < 0.5
     xr = mx.where(small, 1.0 - x, x)
     pos = _lgamma_pos(xr)
-    s = mx.abs(mx.sin(math.pi * (x - mx.floor(x))))      # |sin(pi x)|, argument reduced
+    sin = sin64 if x.dtype == mx.float64 else mx.sin
+    s = mx.abs(sin(math.pi * (x - mx.floor(x))))         # |sin(pi x)|, argument reduced
     refl = math.log(math.pi) - mx.log(s) - pos
     return mx.where(small, refl, pos)
 

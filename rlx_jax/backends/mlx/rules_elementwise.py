@@ -6,6 +6,7 @@ import mlx.core as mx
 
 from ...ir.ops import OpKind as K
 from .mathfns import digamma, erfc, lgamma, population_count
+from .mathfns64 import cos64, erf64, erfc64, erfinv64, exp64, sigmoid64, sin64
 from .table import (HALF, SIGNED, TO_SIGNED, TO_UNSIGNED, UNSIGNED, bits, highest,
                     is_float, lowest, mlx_rule, out_dtype, scalar, unsupported)
 
@@ -34,6 +35,11 @@ def _upcast(fn):
     return run
 
 
+def _f64(fn, fn64):
+    """fn, or its float64-accurate composition for float64 operands (see mathfns64)."""
+    return lambda x: fn64(x) if x.dtype == mx.float64 else fn(x)
+
+
 def _sign(x):
     s = mx.sign(x)
     return mx.where(mx.isnan(x), x, s) if is_float(x) else s
@@ -54,7 +60,8 @@ def _not(x):
 
 
 def _gelu(x):
-    return x * 0.5 * (1.0 + mx.erf(x * (1.0 / math.sqrt(2.0))))
+    erf = erf64 if x.dtype == mx.float64 else mx.erf
+    return x * 0.5 * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
 
 
 def _gelu_tanh(x):
@@ -67,14 +74,16 @@ UNARY = {
     "is_finite": mx.isfinite, "not": _not, "square": mx.square,
     "population_count": population_count, "relu": lambda x: mx.maximum(x, scalar(0, x.dtype)),
     **{k: _upcast(f) for k, f in {
-        "exp": mx.exp, "exp2": lambda x: mx.power(scalar(2.0, x.dtype), x), "log": mx.log,
-        "log1p": mx.log1p, "expm1": mx.expm1, "tanh": mx.tanh, "sigmoid": mx.sigmoid,
-        "sin": mx.sin, "cos": mx.cos, "tan": mx.tan, "asin": mx.arcsin, "acos": mx.arccos,
+        "exp": _f64(mx.exp, exp64), "exp2": lambda x: mx.power(scalar(2.0, x.dtype), x),
+        "log": mx.log, "log1p": mx.log1p, "expm1": mx.expm1, "tanh": mx.tanh,
+        "sigmoid": _f64(mx.sigmoid, sigmoid64), "sin": _f64(mx.sin, sin64),
+        "cos": _f64(mx.cos, cos64), "tan": mx.tan, "asin": mx.arcsin, "acos": mx.arccos,
         "atan": mx.arctan, "sinh": mx.sinh, "cosh": mx.cosh, "asinh": mx.arcsinh,
         "acosh": mx.arccosh, "atanh": mx.arctanh, "sqrt": mx.sqrt, "rsqrt": mx.rsqrt,
-        "cbrt": _cbrt, "erf": mx.erf, "erfc": erfc, "erf_inv": mx.erfinv, "lgamma": lgamma,
-        "digamma": digamma, "gelu": _gelu, "gelu_tanh": _gelu_tanh,
-        "silu": lambda x: x * mx.sigmoid(x)}.items()},
+        "cbrt": _cbrt, "erf": _f64(mx.erf, erf64), "erfc": _f64(erfc, erfc64),
+        "erf_inv": _f64(mx.erfinv, erfinv64), "lgamma": lgamma, "digamma": digamma,
+        "gelu": _gelu, "gelu_tanh": _gelu_tanh,
+        "silu": lambda x: x * (sigmoid64(x) if x.dtype == mx.float64 else mx.sigmoid(x))}.items()},
 }
 
 
