@@ -61,6 +61,37 @@ def _leaf_signature(x, path, x64=False):
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
 
 
+def _key_name(k):
+    for attr in ("key", "name", "idx"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)
+
+
+def leaf_names(params, dyn_positions, dyn_args, dyn_kwargs):
+    """One name per dynamic argument leaf after its pytree path: `params_w1`, `x`, `scale`."""
+    names = []
+    for path, _ in jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0]:
+        top, key, rest = path[0], path[1], path[2:]
+        if _key_name(top) == "0":
+            i = dyn_positions[int(_key_name(key))]
+            head = params[i] if i < len(params) else f"arg{i}"
+        else:
+            head = _key_name(key)
+        names.append("_".join([head] + [_key_name(k) for k in rest]))
+    return names
+
+
+def output_names(out_tree):
+    """One name per output leaf: `output` for a single array, else `output_<path>`."""
+    n = out_tree.num_leaves
+    leaves = jax.tree_util.tree_flatten_with_path(
+        jax.tree_util.tree_unflatten(out_tree, list(range(n))))[0]
+    if n == 1 and not leaves[0][0]:
+        return ["output"]
+    return ["_".join(["output"] + [_key_name(k) for k in path]) for path, _ in leaves]
+
+
 class Lowered:
     """A traced and legalized program for one backend and one input signature."""
 
@@ -200,6 +231,12 @@ class Jitted:
         closed = jax.make_jaxpr(flat_fun)(*structs)
         t1 = time.perf_counter()
         graph = graph_from_jaxpr(closed, name=self.__name__)
+        params = [p.name for p in self._sig.parameters.values()] if self._sig else []
+        n = len(jax.tree_util.tree_unflatten(tree, [0] * tree.num_leaves)[0]) + len(static_pos)
+        dyn_positions = [i for i in range(n) if i not in static_pos]
+        graph.input_names = leaf_names(params, dyn_positions,
+                                       *jax.tree_util.tree_unflatten(tree, range(len(sigs))))
+        graph.output_names = output_names(out_tree[0])
         t2 = time.perf_counter()
         self.trace_count += 1
         return graph, out_tree[0], {"make_jaxpr": t1 - t0, "frontend": t2 - t1}

@@ -108,6 +108,20 @@ def test_export_round_trip(tmp_path):
     np.testing.assert_allclose(out["output_s"].reshape(()), want["s"], rtol=1e-6)
 
 
+def test_jit_packages_are_named_after_pytree_paths():
+    def f(params, x, scale=2.0):
+        return {"y": x @ params["w"] * scale, "z": x.sum()}
+
+    params, x = {"w": f32(3, 2)}, f32(4, 3)
+    compiled = rlx_jax.jit(f, backend="coreml", optimize="fast").lower(params, x,
+                                                                         scale=3.0).compile()
+    spec = ct.utils.load_spec(compiled.executable.package_path)
+    assert [i.name for i in spec.description.input] == ["params_w", "x", "scale"]
+    assert sorted(o.name for o in spec.description.output) == ["output_y", "output_z"]
+    got = compiled(params, x, scale=3.0)
+    np.testing.assert_allclose(got["y"], x @ params["w"] * 3.0, rtol=1e-6)
+
+
 def test_export_requires_mlpackage_path(tmp_path):
     with pytest.raises(errors.BadArgumentError):
         rlx_jax.export_coreml(jnp.sin, f32(2), path=str(tmp_path / "m.bin"))

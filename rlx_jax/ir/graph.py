@@ -91,6 +91,15 @@ class Graph:
         self.nodes = []
         self.inputs = []
         self.outputs = []
+        # names of the flat inputs/outputs after the user's pytree paths (set by rlx_jax.jit)
+        self.input_names = None
+        self.output_names = None
+
+    def like(self):
+        """An empty graph with this one's name and input/output names (for rewriting passes)."""
+        g = Graph(self.name)
+        g.input_names, g.output_names = self.input_names, self.output_names
+        return g
 
     def op_counts(self, include_boundary=False):
         counts = {}

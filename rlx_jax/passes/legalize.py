@@ -4,7 +4,7 @@ Whatever is still unclaimed afterwards is collected and raised once as a Legaliz
 names every node, its text and its user source line. There is no silent fallback.
 """
 from ..errors import LegalizationError
-from ..ir.graph import Builder, Graph, Node, Value
+from ..ir.graph import Builder, Node, Value
 from ..ir.ops import OpKind
 from .dce import dce
 from .decompose import DECOMPS
@@ -28,7 +28,7 @@ def _kept(node, keep, predicates):
 def legalize_once(graph, keep, decomps=DECOMPS, predicates=None):
     """One rewrite round. Returns (new graph, number of nodes expanded, unclaimed nodes).
     `predicates` ({kind: fn(node) -> bool}) narrows the claim on a kind to some nodes."""
-    b = Builder(Graph(graph.name))
+    b = Builder(graph.like())
     env, expanded, bad = {}, 0, []
     predicates = predicates or {}
     for n in graph.nodes:

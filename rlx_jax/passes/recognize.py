@@ -34,7 +34,7 @@ def _copy(b, node, inputs):
 
 def recognize(graph):
     """Returns `graph` with recognised subgraphs replaced by backward kinds (see module doc)."""
-    b = Builder(Graph(graph.name))
+    b = Builder(graph.like())
     env, fired = {}, 0
     for n in graph.nodes:
         ins = [env[v.id] for v in n.inputs]

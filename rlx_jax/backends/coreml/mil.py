@@ -151,8 +151,8 @@ def io_names(graph, input_names=None, output_names=None):
         if n == 1 and prefix == "output":
             return [sanitize("output", used)]
         return [sanitize(f"{prefix}_{i}", used) for i in range(n)]
-    return (names("input", len(graph.inputs), input_names),
-            names("output", len(graph.outputs), output_names))
+    return (names("input", len(graph.inputs), input_names or graph.input_names),
+            names("output", len(graph.outputs), output_names or graph.output_names))
 
 
 def build_program(graph, opset, input_names=None, output_names=None):

@@ -115,6 +115,7 @@ def graph_hash(graph, options):
             h.update(str((val.dtype, val.shape)).encode())
             h.update(val.tobytes())
     h.update(options.key().encode())
+    h.update(repr((graph.input_names, graph.output_names)).encode())
     h.update(f"{ct.__version__}/{__version__}/{_code_version()}".encode())
     return h.hexdigest()[:32]
 
