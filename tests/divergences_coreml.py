@@ -196,3 +196,43 @@ DIVERGENCES = {
     'reduce_window_max_bf16': Expect(reason=BF16, error=LOW),
     'select_and_gather_add_f32': Expect(reason=SELECT_GATHER, error=LEG),
 }
+
+# ---- jax_enable_x64 cases (tests/test_x64.py) ----
+F64 = 'Core ML has no float64 tensors; refused before lowering (compute in float32 or use xla)'
+I64 = ('Core ML integers are int32; int64/uint64 inputs not provably within int32 range are '
+       'refused rather than silently narrowed')
+DIVERGENCES.update({
+    'x64_add_f64': Expect(reason=F64, error=LOW),
+    'x64_add_i64': Expect(reason=I64, error=LOW),
+    'x64_add_u64': Expect(reason=I64, error=LOW),
+    'x64_mul_f64': Expect(reason=F64, error=LOW),
+    'x64_mul_i64': Expect(reason=I64, error=LOW),
+    'x64_div_f64': Expect(reason=F64, error=LOW),
+    'x64_div_rem_i64_signs': Expect(reason=I64, error=LOW),
+    'x64_large_i64': Expect(reason=I64, error=LOW),
+    'x64_exp_f64': Expect(reason=F64, error=LOW),
+    'x64_log_f64': Expect(reason=F64, error=LOW),
+    'x64_sin_f64': Expect(reason=F64, error=LOW),
+    'x64_tanh_f64': Expect(reason=F64, error=LOW),
+    'x64_sqrt_f64': Expect(reason=F64, error=LOW),
+    'x64_erf_f64': Expect(reason=F64, error=LOW),
+    'x64_precision_f64': Expect(reason=F64, error=LOW),
+    'x64_shift_left_i64': Expect(reason=I64, error=LOW),
+    'x64_shift_right_logical_i64': Expect(reason=I64, error=LOW),
+    'x64_shift_right_arithmetic_i64': Expect(reason=I64, error=LOW),
+    'x64_matmul_f64': Expect(reason=F64, error=LOW),
+    'x64_dot_pet_f64': Expect(reason=F64, error=LOW),
+    'x64_reduce_sum_f64': Expect(reason=F64, error=LOW),
+    'x64_reduce_sum_i64': Expect(reason=I64, error=LOW),
+    'x64_reduce_max_i64': Expect(reason=I64, error=LOW),
+    'x64_argmax_f64': Expect(reason=F64, error=LOW),
+    'x64_cumsum_i64': Expect(reason=I64, error=LOW),
+    'x64_sort_f64': Expect(reason=F64, error=LOW),
+    'x64_iota_i64': Expect(reason=I64, error=LOW),
+    'x64_convert': Expect(reason=F64, error=LOW),
+    'x64_convert_i64_f64': Expect(reason=I64, error=LOW),
+    'x64_bitcast': Expect(reason=BITS, error=LEG),
+    'x64_gather_i64_index': Expect(reason=F64, error=LOW),
+    'x64_scatter_add_f64': Expect(reason=F64, error=LOW),
+    'x64_python_scalar_weak': Expect(reason=F64, error=LOW),
+})
