@@ -44,7 +44,7 @@ class CoremlBackend:
 
     def available(self):
         try:
-            import coremltools  # noqa: F401
+            package.import_coremltools()
         except ImportError:
             return False
         return True

@@ -4,6 +4,8 @@ Every compile produces a real .mlpackage (`ct.convert(..., skip_model_load=True)
 stored under `$RLX_JAX_CACHE_DIR/coreml` (default `~/.cache/rlx_jax/coreml`) by a hash of the
 legalized graph, its constants, the options and the tool versions.
 """
+import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -120,6 +122,33 @@ def graph_hash(graph, options):
     return h.hexdigest()[:32]
 
 
+def import_coremltools():
+    """Imports coremltools without its Linux warnings that the Core ML runtime cannot load
+    (rlx_jax says once which runtime executes packages; see runtime.py)."""
+    import logging as std_logging
+    log = std_logging.getLogger("coremltools")
+    level = log.level
+    log.setLevel(std_logging.ERROR)
+    try:
+        import coremltools
+    finally:
+        log.setLevel(level)
+    return coremltools
+
+
+@contextlib.contextmanager
+def _no_progress_bars():
+    """ct.convert draws a tqdm bar per pass pipeline on stderr; rlx_jax converts quietly
+    (the bar is created in coremltools' pass_pipeline module, which imports `tqdm` by name)."""
+    from coremltools.converters.mil.mil.passes import pass_pipeline
+    bar = pass_pipeline.tqdm
+    pass_pipeline.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        pass_pipeline.tqdm = bar
+
+
 def convert(mil_program, options, timings=None):
     """ct.convert of a built MilProgram -> ct.models.MLModel (not loaded)."""
     import coremltools as ct
@@ -133,9 +162,10 @@ def convert(mil_program, options, timings=None):
             pipeline.append_pass(name)
     precision = ct.precision.FLOAT32 if options.precision == "float32" else \
         ct.precision.FLOAT16
-    model = ct.convert(mil_program.program, convert_to="mlprogram", skip_model_load=True,
-                       compute_precision=precision, minimum_deployment_target=options.target,
-                       pass_pipeline=pipeline, compute_units=options.ct_units())
+    with _no_progress_bars():
+        model = ct.convert(mil_program.program, convert_to="mlprogram", skip_model_load=True,
+                           compute_precision=precision, minimum_deployment_target=options.target,
+                           pass_pipeline=pipeline, compute_units=options.ct_units())
     if timings is not None:
         timings["ct_convert"] = time.perf_counter() - t0
     return model
