@@ -207,3 +207,24 @@ def test_grad_matches_float64_finite_differences(case):
                                     directions=3)
     finally:
         jax.config.update("jax_enable_x64", False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_rank3_is_single_head(backend):
+    """[B, S, D] operands: one head; checked against softmax attention written in jnp."""
+    r = np.random.RandomState(3)
+    q, k, v = (r.randn(2, 5, 8).astype(np.float32) for _ in range(3))
+
+    def ref(q, k, v):
+        s = jnp.einsum("bqd,bkd->bqk", q, k) / np.sqrt(8.0)
+        s = jnp.where(jnp.tril(jnp.ones((5, 5), bool)), s, -jnp.inf)
+        return jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(s, -1), v)
+
+    def f(q, k, v):
+        return nn.attention(q, k, v, causal=True)
+
+    _close(rlx_jax.jit(f, backend=backend)(q, k, v), ref(q, k, v), 1e-5, 1e-5, "forward")
+    gf = jax.grad(lambda *a: (f(*a) ** 2).sum(), argnums=(0, 1, 2))
+    gr = jax.grad(lambda *a: (ref(*a) ** 2).sum(), argnums=(0, 1, 2))
+    for got, want in zip(rlx_jax.jit(gf, backend=backend)(q, k, v), gr(q, k, v)):
+        _close(got, want, 1e-4, 1e-4, "grad")

@@ -71,10 +71,19 @@ attention_p = differentiable("rlx_attention", attention_ref, linear=(0, 1, 2),
 
 def attention(q, k, v, mask=None, *, scale=None, causal=False, layout="BHSD"):
     """softmax(q·kᵀ·scale + mask)·v; scale defaults to 1/sqrt(D). One Attention node; its
-    gradient is one AttentionBackward node (dq, dk, dv)."""
+    gradient is one AttentionBackward node (dq, dk, dv).
+
+    q, k, v are [B, H, S, D] ("BHSD") or [B, S, H, D] ("BSHD"); rank-3 [B, S, D] operands are a
+    single head (mask broadcastable to [B, Sq, Sk])."""
     q, k, v = promote(q, k, v)
     if layout not in ("BHSD", "BSHD"):
         raise ValueError(f"attention layout must be 'BHSD' or 'BSHD', got {layout!r}")
+    if q.ndim == k.ndim == v.ndim == 3:
+        if mask is not None and jnp.ndim(mask) == 3:
+            mask = jnp.expand_dims(jnp.asarray(mask), 1)
+        out = attention(q[:, None], k[:, None], v[:, None], mask, scale=scale, causal=causal,
+                        layout="BHSD")
+        return out[:, 0]
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise ValueError(f"attention expects rank-4 q, k, v in layout {layout}, got shapes "
                          f"{q.shape}, {k.shape}, {v.shape}")
