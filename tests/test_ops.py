@@ -33,8 +33,8 @@ def _close(got, want, atol, rtol, what):
                                    atol=atol, rtol=rtol, err_msg=what)
 
 
-def _run(case, backend, fn, args):
-    return rlx_jax.jit(fn, backend=backend, static_argnums=case.static_argnums)(*args)
+def _run(case, backend, fn, args, **options):
+    return rlx_jax.jit(fn, backend=backend, static_argnums=case.static_argnums, **options)(*args)
 
 
 def _loss(fn):
@@ -54,26 +54,50 @@ def _oracle(case):
     return jax.jit(both, static_argnums=case.static_argnums)(*args)
 
 
-def check_case(case, backend):
-    """Runs `case` through rlx_jax.jit on `backend` and compares with JAX, honouring the
-    backend's recorded divergence for the case."""
+def check_case(case, backend, **options):
+    """Runs `case` through rlx_jax.jit on `backend` (with backend `options`) and compares with
+    JAX, honouring the backend's recorded divergence for the case."""
     args = case.args(np.random.RandomState(0))
     div = DIVERGENCES.get(backend, {}).get(case.name)
     if div is not None and div.error:
         with pytest.raises(getattr(errors, div.error)):
-            _run(case, backend, case.fn, args)
+            _run(case, backend, case.fn, args, **options)
         return
     atol = div.atol if div is not None and div.atol is not None else case.atol
     rtol = div.rtol if div is not None and div.rtol is not None else case.rtol
     want, gwant = _oracle(case)
-    got = _run(case, backend, case.fn, args)
+    got = _run(case, backend, case.fn, args, **options)
     jax.tree.map(lambda g, w: _close(g, w, atol, rtol, case.name), got, want)
     if case.grad:
-        ggot = _run(case, backend, jax.grad(_loss(case.fn)), args)
+        ggot = _run(case, backend, jax.grad(_loss(case.fn)), args, **options)
         _close(ggot, gwant, atol * 10, rtol * 10, case.name + " grad")
+
+
+# On a fresh kernel cache mx.compile's C++ build costs ~0.5 s per new program (g++), which for
+# the whole table is most of the suite's time. The default run checks every case with MLX
+# evaluating the same lowered graph eagerly, and every COMPILED_EVERY-th case compiled; the slow
+# step runs the whole table compiled.
+FAST_OPTIONS = {"mlx": {"compile": False}}
+COMPILED_EVERY = 8
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_op(case, backend):
+    check_case(case, backend, **FAST_OPTIONS.get(backend, {}))
+
+
+_COMPILED = [b for b in BACKENDS if b in FAST_OPTIONS]
+
+
+@pytest.mark.parametrize("backend", _COMPILED)
+@pytest.mark.parametrize("case", CASES[::COMPILED_EVERY], ids=lambda c: c.name)
+def test_op_compiled_sample(case, backend):
+    check_case(case, backend)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", _COMPILED)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_op_compiled(case, backend):
     check_case(case, backend)

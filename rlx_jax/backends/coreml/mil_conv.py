@@ -12,8 +12,8 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from .legality import mil_np_dtype
-from .mil import mil_rule, refuse
-from .mil_shape import _fill, _interior, slice_
+from .mil import _init_value, mil_rule, refuse
+from .mil_shape import _grow, _interior, slice_
 
 
 def _edges(ctx, x, shape, pads, value, dtype, axes):
@@ -75,17 +75,6 @@ def _conv(ctx, node, x, w):
     return y
 
 
-def _init(fn, dtype):
-    if fn == "sum":
-        return np.zeros((), dtype)
-    if dtype == np.bool_:
-        return np.asarray(fn == "min")
-    if dtype.kind == "f":
-        return np.asarray(-np.inf if fn == "max" else np.inf, dtype)
-    info = np.iinfo(dtype)
-    return np.asarray(info.min if fn == "max" else info.max, dtype)
-
-
 def _native_max_pool(ctx, node, x):
     """max over 1-3 window axes, unit dilations: transpose the window axes last, fold the rest
     into [1, C], MIL max_pool (which pads with -inf), and undo."""
@@ -110,20 +99,6 @@ def _native_max_pool(ctx, node, x):
 
 
 COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
-
-
-def _grow(ctx, x, shape, pads, value, dtype):
-    """Positive edge padding with `value` (any dtype) as concatenated constant blocks."""
-    for ax, (lo, hi) in enumerate(pads):
-        parts = [x]
-        if lo:
-            parts.insert(0, _fill(ctx, shape[:ax] + (lo,) + shape[ax + 1:], value, dtype))
-        if hi:
-            parts.append(_fill(ctx, shape[:ax] + (hi,) + shape[ax + 1:], value, dtype))
-        if len(parts) > 1:
-            x = ctx.mb.concat(values=parts, axis=ax)
-            shape = shape[:ax] + (shape[ax] + lo + hi,) + shape[ax + 1:]
-    return x, shape
 
 
 def _windows(ctx, x, out, a):
@@ -153,7 +128,7 @@ def _pool(ctx, node, x):
     fn, dtype = a["fn"], mil_np_dtype(node.inputs[0].dtype)
     if dtype == np.bool_:
         refuse(node, "windowed reduction of bool", "cast to int32 first")
-    init = _init(fn, dtype)
+    init = _init_value(fn, dtype)
     shape = tuple(node.inputs[0].shape)
     axes = tuple(range(len(shape)))
     x, shape = _dilate(ctx, x, shape, axes, a["base_dilation"], init, dtype)
@@ -181,7 +156,7 @@ def _select_and_scatter_add(ctx, node, source, operand):
     x, pshape = operand, shape
     if any(lo < 0 or hi < 0 for lo, hi in a["padding"]):
         refuse(node, "negative padding")
-    x, pshape = _grow(ctx, x, pshape, a["padding"], _init(fn, dtype), dtype)
+    x, pshape = _grow(ctx, x, pshape, a["padding"], _init_value(fn, dtype), dtype)
     parts = list(_windows(ctx, x, out, a))
     best = parts[0][1]
     for _, p in parts[1:]:

@@ -59,6 +59,20 @@ def _fill(ctx, shape, value, dtype):
     return ctx.const(np.full(shape, value, dtype=dtype))
 
 
+def _grow(ctx, x, shape, pads, value, dtype):
+    """Positive edge padding with `value` (any dtype) as concatenated constant blocks."""
+    for ax, (lo, hi) in enumerate(pads):
+        parts = [x]
+        if lo:
+            parts.insert(0, _fill(ctx, shape[:ax] + (lo,) + shape[ax + 1:], value, dtype))
+        if hi:
+            parts.append(_fill(ctx, shape[:ax] + (hi,) + shape[ax + 1:], value, dtype))
+        if len(parts) > 1:
+            x = ctx.mb.concat(values=parts, axis=ax)
+            shape = shape[:ax] + (shape[ax] + lo + hi,) + shape[ax + 1:]
+    return x, shape
+
+
 def _interior(ctx, x, shape, axis, k, value, dtype):
     """Inserts k copies of `value` between neighbours along `axis`."""
     n = shape[axis]
@@ -108,16 +122,7 @@ def _pad_const(ctx, node, x, value, dtype):
     if dtype.kind == "f":
         pads = ctx.ints([p for pair in grow for p in pair])
         return ctx.mb.pad(x=x, pad=pads, mode="constant", constant_val=value)
-    for ax, (lo, hi) in enumerate(grow):
-        parts = [x]
-        if lo:
-            parts.insert(0, _fill(ctx, shape[:ax] + (lo,) + shape[ax + 1:], value, dtype))
-        if hi:
-            parts.append(_fill(ctx, shape[:ax] + (hi,) + shape[ax + 1:], value, dtype))
-        if len(parts) > 1:
-            x = ctx.mb.concat(values=parts, axis=ax)
-            shape = shape[:ax] + (shape[ax] + lo + hi,) + shape[ax + 1:]
-    return x
+    return _grow(ctx, x, shape, grow, value, dtype)[0]
 
 
 @mil_rule(K.DynamicSlice)
