@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 
+from rlx_jax.ir.graph import Builder
 from rlx_jax.ir.ops import OpKind as K
 
 
@@ -91,3 +92,13 @@ KIND_CASES = [
              dict(axis=0, num=10, mode="promise_in_bounds")),
     KindCase("cumsum_bwd", K.CumsumBackward, (f(5, 4),), dict(axis=0, reverse=False)),
 ]
+
+
+def single_node_graph(kind, operands, attrs):
+    """A graph of one `kind` node over fresh inputs of the given (shape, dtype)s."""
+    b = Builder()
+    ins = [b.input(s, d) for s, d in operands]
+    b.add(kind, ins, attrs)
+    node = b.graph.nodes[-1]
+    b.graph.outputs = list(node.outputs)
+    return b.graph, node

@@ -25,7 +25,8 @@ from rlx_jax.nn.kinds import evaluate
 from rlx_jax.passes.legalize import legalize
 
 from .conftest import BACKENDS
-from .nn_cases import ATT, CONV, KV, POOL, Q, V, KIND_CASES, KindCase, boolean, f
+from .nn_cases import (ATT, CONV, KV, POOL, Q, V, KIND_CASES, KindCase, f,
+                       single_node_graph)
 
 pytestmark = pytest.mark.skipif("coreml" not in BACKENDS, reason="coremltools is not installed")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,15 +47,6 @@ def fresh_package_cache(tmp_path_factory):
 
 def coreml():
     return all_backends()["coreml"]
-
-
-def single_node_graph(kind, operands, attrs):
-    b = Builder()
-    ins = [b.input(s, d) for s, d in operands]
-    b.add(kind, ins, attrs)
-    node = b.graph.nodes[-1]
-    b.graph.outputs = list(node.outputs)
-    return b.graph, node
 
 
 def kernel_ops(counts):

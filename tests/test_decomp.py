@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 
 from rlx_jax.backends.base import all_backends, kept_kinds
-from rlx_jax.ir.graph import Builder
 from rlx_jax.ir.ops import BACKWARD, FORWARD, PRIMITIVE, OpKind as K
 from rlx_jax.nn.kinds import KIND_REFS, evaluate
 from rlx_jax.passes.decompose import DECOMPS
 from rlx_jax.passes.legalize import legalize
 
 from .conftest import BACKENDS
-from .nn_cases import KIND_CASES, KindCase, f
+from .nn_cases import KIND_CASES, KindCase, f, single_node_graph
 
 # a max-pool backward with ties in every window: dy must go to the first max only
 TIES = KindCase("maxpool_bwd_ties", K.MaxPool2dBackward,
@@ -21,15 +20,6 @@ TIES = KindCase("maxpool_bwd_ties", K.MaxPool2dBackward,
                 dict(window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1),
                      padding=((0, 0),) * 4))
 CASES = KIND_CASES + [TIES]
-
-
-def single_node_graph(kind, operands, attrs):
-    b = Builder()
-    ins = [b.input(s, d) for s, d in operands]
-    b.add(kind, ins, attrs)
-    node = b.graph.nodes[-1]
-    b.graph.outputs = list(node.outputs)
-    return b.graph, node
 
 
 def test_every_contract_kind_has_a_decomposition():

@@ -59,7 +59,6 @@ def _to_out_spec(out, out_spec):
 def _conv_by_patches(x, w, strides, padding, lhs_dil, rhs_dil, groups, dt):
     """Convolution as patches (a strided window view) contracted per feature group: exact,
     wrapping integer convolutions (MLX convolves floats only) and any number of spatial dims."""
-    nsp = x.ndim - 2
     cfg = [(0, 0, 0)] + [(lo, hi, d - 1) for (lo, hi), d in zip(padding, lhs_dil)] + [(0, 0, 0)]
     xp = pad(x.astype(dt), scalar(0, dt), cfg)
     ks, c = list(w.shape[1:-1]), x.shape[-1]
