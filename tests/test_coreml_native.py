@@ -6,8 +6,6 @@ jax.grad programs written with rlx_jax.nn against jax.grad and against native_ba
 coreml; and the structural properties of the kernels as MIL op counts (built, not run).
 """
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +27,6 @@ from .nn_cases import (ATT, CONV, KV, POOL, Q, V, KIND_CASES, KindCase, f,
                        single_node_graph)
 
 pytestmark = pytest.mark.skipif("coreml" not in BACKENDS, reason="coremltools is not installed")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
 
 
@@ -375,15 +372,3 @@ def test_conv_input_gradient_with_constant_weight_uses_conv_transpose(strides, p
     assert "Conv2dBackwardInput" in lowered.op_counts()
     assert lowered.op_counts(level="backend").get("conv_transpose") == 1
     np.testing.assert_allclose(fn(x), jax.grad(loss)(x), atol=1e-4, rtol=1e-4)
-
-
-# ---- the training example, on every available backend ----
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_train_transformer_example(backend):
-    argv = [sys.executable, os.path.join(ROOT, "examples", "train_transformer.py"),
-            "--backend", backend, "--steps", "20"]
-    runs = [argv] + ([argv + ["--no-native-backward"]] if backend == "coreml" else [])
-    for cmd in runs:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
-        assert proc.returncode == 0, f"{cmd[2:]} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
-        assert f"backend: {backend}" in proc.stdout and proc.stdout.strip().endswith("ok")
