@@ -8,18 +8,9 @@ import jax
 import numpy as np
 
 from ..errors import IRTypeError
+from .interpret import rule_table
 
-SHAPE_RULES = {}
-
-
-def shape_rule(*kinds):
-    def register(fn):
-        for k in kinds:
-            if k in SHAPE_RULES:
-                raise KeyError(f"duplicate shape rule for {k}")
-            SHAPE_RULES[k] = fn
-        return fn
-    return register
+SHAPE_RULES, shape_rule = rule_table("SHAPE_RULES")
 
 
 _CACHE = {}

@@ -125,18 +125,23 @@ def _pad_const(ctx, node, x, value, dtype):
     return _grow(ctx, x, shape, grow, value, dtype)[0]
 
 
-@mil_rule(K.DynamicSlice)
-def _dynamic_slice(ctx, node, x, *starts):
-    """lax.dynamic_slice clamps each start into [0, dim - size]."""
-    mb, sizes, shape = ctx.mb, node.attrs["sizes"], node.inputs[0].shape
-    begin = []
+def _clamped_starts(ctx, starts, shape, sizes):
+    """JAX's dynamic-slice starts, each clamped into [0, dim - size], as one int32 [rank]."""
+    mb, begin = ctx.mb, []
     for s, d, size in zip(starts, shape, sizes):
         s = mb.cast(x=s, dtype="int32") if ctx.np_dtype(s) != np.int32 else s
         s = mb.minimum(x=mb.maximum(x=s, y=ctx.scalar(0, np.int32)),
                        y=ctx.scalar(d - size, np.int32))
         begin.append(reshape(ctx, s, (1,)))
-    begin = begin[0] if len(begin) == 1 else mb.concat(values=begin, axis=0)
-    return mb.slice_by_size(x=x, begin=begin, size=ctx.ints(sizes))
+    return begin[0] if len(begin) == 1 else mb.concat(values=begin, axis=0)
+
+
+@mil_rule(K.DynamicSlice)
+def _dynamic_slice(ctx, node, x, *starts):
+    """lax.dynamic_slice clamps each start into [0, dim - size]."""
+    sizes = node.attrs["sizes"]
+    begin = _clamped_starts(ctx, starts, node.inputs[0].shape, sizes)
+    return ctx.mb.slice_by_size(x=x, begin=begin, size=ctx.ints(sizes))
 
 
 @mil_rule(K.DynamicUpdateSlice)
@@ -144,13 +149,7 @@ def _dynamic_update_slice(ctx, node, x, u, *starts):
     """Clamped starts + a constant index grid of the update's shape -> scatter_nd update."""
     mb = ctx.mb
     shape, ushape = node.inputs[0].shape, node.inputs[1].shape
-    begin = []
-    for s, d, size in zip(starts, shape, ushape):
-        s = mb.cast(x=s, dtype="int32") if ctx.np_dtype(s) != np.int32 else s
-        s = mb.minimum(x=mb.maximum(x=s, y=ctx.scalar(0, np.int32)),
-                       y=ctx.scalar(d - size, np.int32))
-        begin.append(reshape(ctx, s, (1,)))
-    begin = begin[0] if len(begin) == 1 else mb.concat(values=begin, axis=0)
+    begin = _clamped_starts(ctx, starts, shape, ushape)
     grid = np.stack(np.indices(ushape, dtype=np.int32), axis=-1)
     idx = mb.add(x=ctx.const(grid), y=begin)
     is_bool = node.inputs[0].dtype == np.bool_
