@@ -24,6 +24,12 @@ if "mlx" in rlx_jax.available_backends():
     from rlx_jax.backends.mlx.runtime import cache_dir, mlx_to_np_dtype, to_numpy
 
 
+
+def _python(code, **env):
+    """Runs `code` in a fresh interpreter (JAX on CPU, extra environment `env`)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu", **env})
+
 def test_claims_and_rules_agree_both_ways():
     claimed = (claims.SUPPORTED_OPS | claims.NATIVE_BACKWARD_OPS) - {OpKind.Input}
     assert set(MLX_RULES) == set(claimed), (
@@ -79,8 +85,7 @@ def test_64_bit_dtypes_under_x64():
             "    assert g.dtype == w.dtype, (g.dtype, w.dtype)\n"
             "    np.testing.assert_allclose(g, np.asarray(w), rtol=1e-13, atol=1e-300)\n"
             "print('ok')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    r = _python(code)
     assert r.stdout.strip().endswith("ok"), r.stderr[-2000:]
 
 
@@ -181,9 +186,9 @@ def test_uncompiled_fallback_says_why():
             "assert not exe.compiled and exe.runtime == 'mlx-eager'\n"
             "np.testing.assert_allclose(np.asarray(out), [2, 2, 2])\n"
             "print('ok')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "RLX_JAX_MLX_COMPILE": "0", "JAX_PLATFORMS": "cpu"})
+    r = _python(code, RLX_JAX_MLX_COMPILE="0")
     assert r.stdout.strip().endswith("ok"), r.stderr[-2000:]
+    assert r.stderr.count("RLX_JAX_MLX_COMPILE=0 is set") == 1, r.stderr[-2000:]
     assert r.stderr.count("running uncompiled") == 1, r.stderr
 
 
@@ -223,6 +228,5 @@ def test_unavailable_without_mlx():
             "    rlx_jax.jit(lambda x: x, backend='mlx')(1.0)\n"
             "except rlx_jax.errors.BackendUnavailableError as e:\n"
             "    print('refused:', e)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    r = _python(code)
     assert "refused:" in r.stdout and "import mlx.core" in r.stdout, r.stderr[-2000:]
