@@ -24,11 +24,11 @@ if "mlx" in rlx_jax.available_backends():
     from rlx_jax.backends.mlx.runtime import cache_dir, mlx_to_np_dtype, to_numpy
 
 
-
 def _python(code, **env):
     """Runs `code` in a fresh interpreter (JAX on CPU, extra environment `env`)."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "JAX_PLATFORMS": "cpu", **env})
+
 
 def test_claims_and_rules_agree_both_ways():
     claimed = (claims.SUPPORTED_OPS | claims.NATIVE_BACKWARD_OPS) - {OpKind.Input}
