@@ -73,6 +73,8 @@ def _node(n, get):
             return [(0, 1)]
         if src.dtype.kind in "iu":
             return [get(src)]
+        if src.dtype.kind == "f":       # float -> integer conversion saturates (as XLA's)
+            return [_range(n.out.dtype)]
     return None
 
 

@@ -5,7 +5,7 @@ MIL's log/rsqrt add an epsilon by default; rules pass epsilon=0 so results match
 import numpy as np
 
 from ...ir.ops import OpKind as K
-from .legality import mil_np_dtype
+from .legality import I32, mil_np_dtype
 from .mil import mil_rule, refuse
 
 MIL_DTYPE = {"float32": "fp32", "float16": "fp16", "int32": "int32", "bool": "bool"}
@@ -231,11 +231,34 @@ def _where(ctx, node, p, x, y):
     return ctx.mb.select(cond=p, a=x, b=y)
 
 
+def _float_to_int(ctx, x, dst):
+    """XLA's float -> integer conversion: NaN -> 0, truncation toward zero, saturation at the
+    range of `dst` (the IR dtype; inside MIL every integer is int32). MIL's cast is undefined
+    out of range, so the value is clamped in float32 first; int32's maximum is no float32, so
+    values at or above 2**31 are selected to it after the cast."""
+    mb = ctx.mb
+    if ctx.np_dtype(x) != np.float32:        # float16 cannot hold int32's bounds
+        x = mb.cast(x=x, dtype="fp32")
+    info = np.iinfo(dst)
+    lo, hi = max(int(info.min), I32.min), min(int(info.max), I32.max)
+    x = mb.select(cond=mb.not_equal(x=x, y=x), a=ctx.like(0, x), b=_trunc(ctx, x))
+    hi_f = np.float32(hi) if int(np.float32(hi)) <= hi else np.nextafter(np.float32(hi), 0)
+    y = mb.cast(x=mb.minimum(x=mb.maximum(x=x, y=ctx.like(lo, x)), y=ctx.like(hi_f, x)),
+                dtype="int32")
+    if int(hi_f) < hi:
+        y = mb.select(cond=mb.greater_equal(x=x, y=ctx.like(hi + 1, x)),
+                      a=ctx.scalar(hi, np.int32), b=y)
+    return y
+
+
 @mil_rule(K.Cast)
 def _cast(ctx, node, x):
-    src, dst = mil_np_dtype(node.inputs[0].dtype), np.dtype(node.attrs["dtype"])
+    """Narrow integer dtypes (int8/16, uint8/16) are int32 inside MIL; legality admits them only
+    where their values are proven in range, so integer -> integer casts are identities."""
+    src, ir_dst = mil_np_dtype(node.inputs[0].dtype), np.dtype(node.attrs["dtype"])
+    dst = mil_np_dtype(ir_dst)
     if dst.name not in MIL_DTYPE:
-        refuse(node, f"cast to {dst.name}: Core ML has no such tensor type")
+        refuse(node, f"cast to {ir_dst.name}: Core ML has no such tensor type")
     if src == dst:
         return ctx.mb.identity(x=x)
     if dst == np.bool_:
@@ -243,5 +266,5 @@ def _cast(ctx, node, x):
     if src == np.bool_:
         return ctx.mb.cast(x=x, dtype=MIL_DTYPE[dst.name])
     if src.kind == "f" and dst.kind == "i":
-        x = _trunc(ctx, x)          # JAX truncates toward zero
+        return _float_to_int(ctx, x, ir_dst)
     return ctx.mb.cast(x=x, dtype=MIL_DTYPE[dst.name])

@@ -140,11 +140,28 @@ def nan_last(ctx, x):
 
 @mil_rule(K.TopK)
 def _top_k(ctx, node, x):
-    """MIL topk on NaN-as-+inf keys; the values are gathered back from x (NaN kept)."""
+    """JAX's top_k: descending, ties in index order, +0 above -0, NaN above +inf (MIL cannot
+    see a NaN's sign, so every NaN counts as JAX's +NaN). MIL topk promises no tie order, so
+    this is two stable descending argsorts: by a tie key (2 NaN, 1 +0, 0 else), then by the
+    value with NaN as +inf; the first k indices are kept."""
+    mb, k, axis = ctx.mb, node.attrs["k"], node.inputs[0].ndim - 1
     if node.inputs[0].dtype.kind != "f":
-        return tuple(ctx.mb.topk(x=x, k=node.attrs["k"], axis=-1, ascending=False))
-    _, idx = ctx.mb.topk(x=nan_last(ctx, x), k=node.attrs["k"], axis=-1, ascending=False)
-    return ctx.mb.gather_along_axis(x=x, indices=idx, axis=-1), idx
+        idx = mb.argsort(x=x, axis=-1, ascending=False)
+    else:
+        isnan = mb.cast(x=mb.not_equal(x=x, y=x), dtype="int32")
+        pos_zero = mb.logical_and(x=mb.equal(x=x, y=ctx.like(0, x)), y=mb.greater(
+            x=mb.real_div(x=ctx.like(1, x), y=x), y=ctx.like(0, x)))
+        tie = mb.add(x=mb.mul(x=isnan, y=ctx.scalar(2, np.int32)),
+                     y=mb.cast(x=pos_zero, dtype="int32"))
+        first = mb.argsort(x=tie, axis=-1, ascending=False)
+        key = mb.gather_along_axis(x=nan_last(ctx, x), indices=first, axis=-1)
+        order = mb.argsort(x=key, axis=-1, ascending=False)
+        idx = mb.gather_along_axis(x=first, indices=order, axis=-1)
+    shape = node.inputs[0].shape
+    if k != shape[-1]:
+        from .mil_shape import slice_
+        idx = slice_(ctx, idx, [0] * len(shape), list(shape[:-1]) + [k])
+    return _take(ctx, x, idx, axis, node.inputs[0].dtype == np.bool_), idx
 
 
 def _logaddexp(ctx, a, b):

@@ -104,25 +104,28 @@ def _pad(ctx, node, x, v):
 
 
 def _pad_const(ctx, node, x, value, dtype):
-    """Interior padding by concat+reshape, negative edges by slicing, positive edges by MIL
-    pad (floats) or concatenated constant blocks (int, bool)."""
+    """Interior padding by concat+reshape, then positive edges by MIL pad (floats) or
+    concatenated constant blocks (int, bool), then negative edges by slicing. Growing before
+    cropping matters: a negative low edge may cut into the high padding (lo=-2, hi=2 on one
+    element keeps one padding value)."""
     shape = tuple(node.inputs[0].shape)
-    for ax, (lo, hi, k) in enumerate(node.attrs["config"]):
+    config = node.attrs["config"]
+    for ax, (lo, hi, k) in enumerate(config):
         if k > 0 and shape[ax] > 1:
             x, shape = _interior(ctx, x, shape, ax, k, value, dtype)
-    config = node.attrs["config"]
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi, _ in config]
+    if any(lo or hi for lo, hi in grow):
+        if dtype.kind == "f":
+            pads = ctx.ints([p for pair in grow for p in pair])
+            x = ctx.mb.pad(x=x, pad=pads, mode="constant", constant_val=value)
+            shape = tuple(d + lo + hi for d, (lo, hi) in zip(shape, grow))
+        else:
+            x, shape = _grow(ctx, x, shape, grow, value, dtype)
     start = [max(-lo, 0) for lo, _, _ in config]
     limit = [d - max(-hi, 0) for d, (_, hi, _) in zip(shape, config)]
     if any(start) or list(limit) != list(shape):
         x = slice_(ctx, x, start, limit)
-        shape = tuple(b - a for a, b in zip(start, limit))
-    grow = [(max(lo, 0), max(hi, 0)) for lo, hi, _ in config]
-    if not any(lo or hi for lo, hi in grow):
-        return x
-    if dtype.kind == "f":
-        pads = ctx.ints([p for pair in grow for p in pair])
-        return ctx.mb.pad(x=x, pad=pads, mode="constant", constant_val=value)
-    return _grow(ctx, x, shape, grow, value, dtype)[0]
+    return x
 
 
 def _clamped_starts(ctx, starts, shape, sizes):
@@ -146,14 +149,23 @@ def _dynamic_slice(ctx, node, x, *starts):
 
 @mil_rule(K.DynamicUpdateSlice)
 def _dynamic_update_slice(ctx, node, x, u, *starts):
-    """Clamped starts + a constant index grid of the update's shape -> scatter_nd update."""
+    """Clamped starts -> one flat offset; the update's flat element offsets are a constant;
+    scatter_nd into the flattened operand. Flat, the index grid has rank 2 whatever the
+    operand's rank (a grid of the update's shape would need rank 6 for a rank-5 update)."""
     mb = ctx.mb
-    shape, ushape = node.inputs[0].shape, node.inputs[1].shape
+    shape, ushape = tuple(node.inputs[0].shape), tuple(node.inputs[1].shape)
+    if not shape:
+        return mb.identity(x=u)
+    strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1].astype(np.int64)
     begin = _clamped_starts(ctx, starts, shape, ushape)
-    grid = np.stack(np.indices(ushape, dtype=np.int32), axis=-1)
-    idx = mb.add(x=ctx.const(grid), y=begin)
+    offset = mb.reduce_sum(x=mb.mul(x=begin, y=ctx.const(strides.astype(np.int32))),
+                           axes=ctx.ints([0]), keep_dims=True)
+    base = np.indices(ushape).reshape(len(shape), -1).T @ strides
+    idx = mb.add(x=ctx.const(base.astype(np.int32)[:, None]), y=offset)
     is_bool = node.inputs[0].dtype == np.bool_
     if is_bool:
         x, u = mb.cast(x=x, dtype="int32"), mb.cast(x=u, dtype="int32")
-    y = mb.scatter_nd(data=x, indices=idx, updates=u, mode="update")
+    y = mb.scatter_nd(data=reshape(ctx, x, (int(np.prod(shape)),)), indices=idx,
+                      updates=reshape(ctx, u, (int(np.prod(ushape)),)), mode="update")
+    y = reshape(ctx, y, shape)
     return mb.cast(x=y, dtype="bool") if is_bool else y

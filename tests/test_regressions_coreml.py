@@ -1,0 +1,137 @@
+"""Regressions found on the coreml backend, checked on every backend, against `jax.jit` of the
+same function on CPU: top_k ties and NaN, saturating float -> integer conversion, dynamic
+update slices into rank 5, pads with negative edges and interior padding, tiles and repeats
+that broadcast through rank 6, and programs with zero-size arguments or results."""
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import rlx_jax
+
+R = np.random.RandomState(0)
+BACKENDS = rlx_jax.available_backends()
+
+
+def run(f, *args, backend):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return rlx_jax.jit(f, backend=backend)(*args)
+
+
+def check(f, *args, backend, exact=True):
+    """rlx_jax.jit(f) on `backend` against jax.jit(f): same tree, shapes, dtypes and values
+    (NaN where JAX has NaN)."""
+    want = jax.jit(f)(*args)
+    got = run(f, *args, backend=backend)
+    want_leaves, treedef = jax.tree.flatten(want)
+    for w, g in zip(want_leaves, treedef.flatten_up_to(got)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        if exact:
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+# ---- top_k: ties in index order, NaN above +inf, +0 above -0 ----
+TIES = np.array([0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0], np.float32)
+TOP_K = {   # name -> (input, k)
+    "ties": (TIES, 6),
+    "ties_all": (TIES, 11),
+    "nan_inf": (np.array([np.nan, np.inf, 0, np.nan], np.float32), 3),
+    "nan_ninf": (np.array([-np.inf, np.nan, 0, 1, np.inf, -np.inf], np.float32), 5),
+    "signed_zeros": (np.array([-0.0, 0.0, -0.0, 0.0, -1.0], np.float32), 4),
+    "rank2_ties": (np.array([[0, 1, 0, 1, 1], [2, 2, 2, 2, 2], [np.nan, 1, np.nan, 5, 1]],
+                            np.float32), 3),
+    "rank3": (np.round(R.uniform(0, 3, (2, 3, 6))).astype(np.float32), 4),
+    "f16_ties": (TIES.astype(np.float16), 6),
+    "f16_nan": (np.array([1, np.nan, np.inf, 1, np.nan], np.float16), 4),
+    "i32_ties": (TIES.astype(np.int32), 6),
+    "i32_rank2": (np.array([[3, 1, 3, 1], [0, 0, 0, 0]], np.int32), 2),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", TOP_K)
+def test_top_k_ties_and_nan(name, backend):
+    x, k = TOP_K[name]
+    check(lambda x: lax.top_k(x, k), x, backend=backend)
+
+
+# ---- float -> integer conversion: NaN -> 0, truncation, saturation (XLA) ----
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 1.5, -1.5, -0.7, 3e9, -3e9, 2147483520.0,
+                     2147483648.0, 300.0, -200.0, 255.9, 70000.0], np.float32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dst", ["int32", "int16", "int8", "uint8", "bool"])
+@pytest.mark.parametrize("src", ["float32", "float16"])
+def test_float_to_int_saturates(src, dst, backend):
+    with np.errstate(over="ignore"):
+        x = SPECIALS.astype(src)
+    check(lambda x: x.astype(dst), x, backend=backend)
+
+
+def test_float_to_int32_reproducer():
+    x = np.array([np.nan, np.inf, -np.inf, 1.5], np.float32)
+    got = run(lambda x: x.astype(jnp.int32), x, backend="coreml")
+    np.testing.assert_array_equal(got, [0, 2147483647, -2147483648, 1])
+
+
+# ---- dynamic update slices into rank 5 (the gradient of x[i] on a rank-5 x) ----
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grad_of_index_into_rank5(backend):
+    x = R.randn(2, 3, 2, 2, 2).astype(np.float32)
+    check(jax.grad(lambda x: jnp.sum(x[np.array(1)])), x, backend=backend)
+
+
+DUS = {   # name -> (operand shape, update shape, starts)
+    "rank5_row": ((2, 3, 2, 2, 2), (1, 3, 2, 2, 2), (1, 0, 0, 0, 0)),
+    "rank5_block": ((2, 3, 2, 2, 2), (1, 2, 1, 2, 1), (1, 2, 1, 0, 1)),
+    "clamped": ((3, 4), (2, 2), (-1, 9)),
+    "whole": ((2, 3), (2, 3), (0, 0)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool"])
+@pytest.mark.parametrize("name", DUS)
+def test_dynamic_update_slice(name, dtype, backend):
+    shape, ushape, starts = DUS[name]
+    x = (np.arange(np.prod(shape)).reshape(shape) % 3).astype(dtype)
+    upd = (np.arange(np.prod(ushape)).reshape(ushape) % 2 + 7).astype(dtype)
+    check(lambda x, u, *i: lax.dynamic_update_slice(x, u, i), x, upd,
+          *[np.int32(s) for s in starts], backend=backend)
+
+
+# ---- lax.pad: negative edges with interior padding ----
+X5 = np.arange(1, 6, dtype=np.float32)
+X34 = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+PADS = [(np.array([5.0], np.float32), [(-2, 2, 2)]),
+        (np.array([5.0], np.float32), [(-1, 1, 0)]),
+        (X34, [(-1, 2, 1), (2, -3, 2)]),
+        (X34, [(1, -1, 0), (-2, 1, 1)]),
+        (X34, [(0, 0, 3), (-1, -1, 0)]),
+        (X34.astype(np.int32), [(-1, 2, 1), (2, -3, 2)]),
+        (X34 > 5, [(-2, 1, 1), (1, 0, 0)])]
+PADS += [(X5, [(lo, hi, k)]) for lo in (-3, -1, 0, 2) for hi in (-3, -1, 0, 2) for k in (0, 2)
+         if lo + hi + 5 + 4 * k > 0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("i", range(len(PADS)))
+def test_pad_negative_and_interior(i, backend):
+    x, config = PADS[i]
+    check(lambda x: lax.pad(x, np.array(0, x.dtype), config), x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pad_reproducer(backend):
+    got = run(lambda x: lax.pad(x, 0.0, [(-2, 2, 2)]), np.array([5.0], np.float32),
+              backend=backend)
+    np.testing.assert_array_equal(got, [0.0])
