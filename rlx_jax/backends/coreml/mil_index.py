@@ -58,26 +58,46 @@ def _fill_value(node, dtype):
     return np.asarray(np.iinfo(dtype).min, dtype)
 
 
-def _window_indices(ctx, idx, ishape, wins):
-    """Turns window starts into element indices: idx[..., None.., :] + offsets over the
-    window axes `wins` ((component, size) pairs). Returns (idx, new shape)."""
-    if not wins:
+def _zero_columns(ctx, idx, ishape, n):
+    """Appends n zero index components: the start is 0 on operand axes the dimension numbers
+    do not index (collapsed or partial-window axes, as XLA's full start index)."""
+    if not n:
         return idx, ishape
-    batch, k = tuple(ishape[:-1]), ishape[-1]
+    extra = ctx.const(np.zeros(tuple(ishape[:-1]) + (n,), np.int32))
+    return ctx.mb.concat(values=[idx, extra], axis=-1), tuple(ishape[:-1]) + (ishape[-1] + n,)
+
+
+def _element_indices(ctx, idx, ishape, wins):
+    """Window starts [batch..., k] -> element indices [B*W, k]: every start plus the offsets of
+    its window on the axes `wins` ((component, size) pairs). Flat, so the index tensor has
+    rank 2 whatever the batch and window ranks (Core ML stops at rank 5)."""
+    k, nb = ishape[-1], int(np.prod(ishape[:-1], dtype=np.int64))
+    if not wins:
+        return reshape(ctx, idx, (nb, k)) if len(ishape) != 2 else idx
+    nw = int(np.prod([n for _, n in wins]))
     grid = np.zeros(tuple(n for _, n in wins) + (k,), np.int32)
     for j, (comp, n) in enumerate(wins):
         line = np.arange(n, dtype=np.int32).reshape([n if a == j else 1
                                                      for a in range(len(wins))])
         grid[..., comp] = np.broadcast_to(line, grid.shape[:-1])
-    idx = reshape(ctx, idx, batch + (1,) * len(wins) + (k,))
-    idx = ctx.mb.add(x=idx, y=ctx.const(grid))
-    return idx, batch + tuple(n for _, n in wins) + (k,)
+    idx = ctx.mb.add(x=reshape(ctx, idx, (nb, 1, k)), y=ctx.const(grid.reshape(1, nw, k)))
+    return reshape(ctx, idx, (nb * nw, k))
+
+
+def _reshaped(ctx, x, shape, new):
+    return x if tuple(shape) == tuple(new) else reshape(ctx, x, new)
+
+
+def _moved(ctx, x, perm):
+    perm = list(perm)
+    return x if perm == list(range(len(perm))) else ctx.mb.transpose(x=x, perm=ctx.ints(perm))
 
 
 @mil_rule(K.Gather)
 def _gather(ctx, node, x, idx):
-    """lax.gather: clamp the window starts (JAX), expand windows on indexed axes into element
-    indices, gather_nd over the indexed axes moved first, then put the offset dims in place."""
+    """lax.gather: slice the non-indexed axes to the slice sizes (dropping those of size 1),
+    clamp the window starts (JAX), expand windows on indexed axes into element indices, one
+    flat gather_nd over the indexed axes moved first, then put the offset dims in place."""
     dn = node.attrs["dimension_numbers"]
     sizes = node.attrs["slice_sizes"]
     shape, ishape = node.inputs[0].shape, node.inputs[1].shape
@@ -95,26 +115,23 @@ def _gather(ctx, node, x, idx):
     clamped, valid = _bounds(ctx, idx, indexed, shape, sizes)
     batch = tuple(ishape[:-1])
     wins = [(j, sizes[d]) for j, d in enumerate(indexed) if sizes[d] > 1]
-    clamped, _ = _window_indices(ctx, clamped, ishape, wins)
-    perm = indexed + rest
-    if perm != tuple(range(len(shape))):
-        x = mb.transpose(x=x, perm=ctx.ints(perm))
+    flat = _element_indices(ctx, clamped, ishape, wins)
+    x = _moved(ctx, x, indexed + rest)
+    kept = [d for d in rest if sizes[d] > 1]          # size-1 axes come back in the reshape
+    x = _reshaped(ctx, x, [shape[d] for d in indexed] + [sizes[d] for d in rest],
+                  [shape[d] for d in indexed] + [sizes[d] for d in kept])
     is_bool = dtype == np.bool_
     if is_bool:
         x = mb.cast(x=x, dtype="int32")
-    g = mb.gather_nd(x=x, indices=clamped)     # [batch, windows, rest]
+    g = mb.gather_nd(x=x, indices=flat)               # [B*W, kept...]
     if is_bool:
         g = mb.cast(x=g, dtype="bool")
-    nb, wdims = len(batch), [indexed[j] for j, _ in wins]
+    nb, dims = len(batch), [indexed[j] for j, _ in wins] + kept
+    g = reshape(ctx, g, batch + tuple(sizes[d] for d in dims))
+    g = _moved(ctx, g, list(range(nb)) + [nb + j for j in np.argsort(dims, kind="stable")])
     offsets = [d for d in range(len(shape)) if d not in collapsed]
-    pos = [nb + wdims.index(d) if d in wdims else nb + len(wdims) + rest.index(d)
-           for d in offsets if d in wdims or d in rest]
-    perm1 = list(range(nb)) + pos
-    if perm1 != list(range(len(perm1))):
-        g = mb.transpose(x=g, perm=ctx.ints(perm1))
     mid = batch + tuple(sizes[d] for d in offsets)
-    if len(mid) != len(perm1):
-        g = reshape(ctx, g, mid)
+    g = _reshaped(ctx, g, batch + tuple(sizes[d] for d in sorted(dims)), mid)
     if node.attrs["mode"] == "fill":
         v = reshape(ctx, valid, batch + (1,) * len(offsets))
         fill = ctx.const(_fill_value(node, dtype))
@@ -127,65 +144,61 @@ def _gather(ctx, node, x, idx):
         src[p] = j
     for j, p in enumerate(off_pos):
         src[p] = nb + j
-    if src != list(range(out_rank)):
-        g = mb.transpose(x=g, perm=ctx.ints(src))
-    return g
+    return _moved(ctx, g, src)
 
 
 @mil_rule(K.Scatter, K.ScatterAdd)
 def _scatter(ctx, node, x, idx, upd):
+    """lax.scatter: operand axes that are not indexed but take a partial (or no) update window
+    get a zero index component; updates become [B*W, full rest axes...] against flat element
+    indices; one scatter_nd over the indexed axes moved first."""
     dn = node.attrs["dimension_numbers"]
     fn = "add" if node.kind is K.ScatterAdd else node.attrs["fn"]
     shape, ishape, ushape = (node.inputs[i].shape for i in range(3))
     dtype = mil_np_dtype(node.inputs[0].dtype)
     mb = ctx.mb
+    rank = len(shape)
     idx = _int_indices(ctx, idx)
     idx, ishape = _with_batching(ctx, idx, ishape, tuple(dn.operand_batching_dims),
                                  tuple(dn.scatter_indices_batching_dims))
     indexed = tuple(dn.scatter_dims_to_operand_dims) + tuple(dn.operand_batching_dims)
     inserted = set(dn.inserted_window_dims) | set(dn.operand_batching_dims)
-    window_dims = [d for d in range(len(shape)) if d not in inserted]
-    wsize = dict(zip(window_dims, [ushape[p] for p in dn.update_window_dims]))
-    rest = tuple(d for d in range(len(shape)) if d not in indexed)
-    for d in rest:
-        if wsize[d] != shape[d]:
-            refuse(node, f"partial update window ({wsize[d]} of {shape[d]}) on axis {d}",
-                   "scatter whole rows along non-indexed axes")
-    win = {d: wsize.get(d, 1) for d in indexed}
-    wins = [(j, win[d]) for j, d in enumerate(indexed) if win[d] > 1]
+    window_dims = [d for d in range(rank) if d not in inserted]
+    at = dict(zip(window_dims, dn.update_window_dims))     # operand dim -> updates axis
+    size = {d: ushape[at[d]] if d in at else 1 for d in range(rank)}
+    zeros = tuple(d for d in range(rank) if d not in indexed
+                  and (d in inserted or size[d] != shape[d]))
+    idx, ishape = _zero_columns(ctx, idx, ishape, len(zeros))
+    indexed += zeros
+    rest = tuple(d for d in range(rank) if d not in indexed)   # whole rows
+    wins = [(j, size[d]) for j, d in enumerate(indexed) if size[d] > 1]
     wdims = [indexed[j] for j, _ in wins]
-    # updates -> [scatter batch..., windows on indexed axes..., rest...]
     upos = [p for p in range(len(ushape)) if p not in dn.update_window_dims]
-    at = dict(zip(window_dims, dn.update_window_dims))
-    ones = [at[d] for d in indexed if d in at and win[d] == 1]
+    ones = [at[d] for d in indexed if d in at and size[d] == 1]
     uperm = upos + [at[d] for d in wdims] + [at[d] for d in rest] + ones
-    if uperm != list(range(len(ushape))):
-        upd = mb.transpose(x=upd, perm=ctx.ints(uperm))
-    ushape2 = tuple(ishape[:-1]) + tuple(win[d] for d in wdims) + tuple(shape[d] for d in rest)
-    if tuple(ushape[p] for p in uperm) != ushape2:
-        upd = reshape(ctx, upd, ushape2)
-    clamped, valid = _bounds(ctx, idx, indexed, shape, win)
+    upd = _moved(ctx, upd, uperm)
+    nbw = int(np.prod(ishape[:-1], dtype=np.int64)) * int(np.prod([n for _, n in wins]))
+    upd = _reshaped(ctx, upd, [ushape[p] for p in uperm],
+                    (nbw,) + tuple(shape[d] for d in rest))
+    clamped, valid = _bounds(ctx, idx, indexed, shape, size)
     perm = indexed + rest
-    if perm != tuple(range(len(shape))):
-        x = mb.transpose(x=x, perm=ctx.ints(perm))
+    x = _moved(ctx, x, perm)
     tshape = tuple(shape[d] for d in perm)
     drop = node.attrs["mode"] != "clip"       # XLA skips out-of-bounds updates
-    extra = win[indexed[0]]
+    extra = size[indexed[0]]
     if drop:   # invalid updates go to extra rows past the end of axis 0
         spare = np.zeros((len(indexed),), np.int32)
         spare[0] = tshape[0]
         v = mb.cast(x=reshape(ctx, valid, tuple(ishape[:-1]) + (1,)), dtype="bool")
         clamped = mb.select(cond=v, a=clamped, b=ctx.const(spare))
         x = mb.concat(values=[x, ctx.const(np.zeros((extra,) + tshape[1:], dtype))], axis=0)
-    clamped, _ = _window_indices(ctx, clamped, ishape, wins)
+    flat = _element_indices(ctx, clamped, ishape, wins)
     is_bool = dtype == np.bool_
     if is_bool:
         x, upd = mb.cast(x=x, dtype="int32"), mb.cast(x=upd, dtype="int32")
-    y = mb.scatter_nd(data=x, indices=clamped, updates=upd, mode=SCATTER_MODE[fn])
+    y = mb.scatter_nd(data=x, indices=flat, updates=upd, mode=SCATTER_MODE[fn])
     if is_bool:
         y = mb.cast(x=y, dtype="bool")
     if drop:
         y = slice_(ctx, y, [0] * len(tshape), tshape)
-    if perm != tuple(range(len(shape))):
-        y = mb.transpose(x=y, perm=ctx.ints(np.argsort(perm)))
-    return y
+    return _moved(ctx, y, np.argsort(perm))
