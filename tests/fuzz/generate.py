@@ -35,7 +35,8 @@ class Config:
     max_ops: int = 25
     max_rank: int = 4
     max_dim: int = 5
-    zero_dim_prob: float = 0.04     # chance that a drawn dimension is 0
+    zero_dim_prob: float = 0.03     # chance that a drawn dimension is 0
+    special_prob: float = 0.05      # chance that a float input holds NaN/inf/-0.0 entries
     one_dim_prob: float = 0.2
     grad_fraction: float = 0.0
     max_abs: float = 1e4
@@ -87,6 +88,8 @@ class Ctx:
 
     # ---- values
     def new_input(self, shape, dtype, kind="normal"):
+        if kind == "normal" and dtype in FLOATS and self.r.random() < self.config.special_prob:
+            kind = "special"
         name = f"x{self.n_inputs + len(self.pending)}"
         inp = Input(name, tuple(int(d) for d in shape), dtype, kind,
                     int(self.r.integers(0, 2**31)))
@@ -137,7 +140,8 @@ class Ctx:
         def check(data):
             x = data[name].astype(np.float64)
             fin = np.isfinite(x)
-            gap = np.abs(x - boundaries(x))[fin]
+            with np.errstate(invalid="ignore"):
+                gap = np.abs(x - boundaries(x))[fin]
             if np.any(gap <= m * np.maximum(1.0, np.abs(x[fin]))):
                 raise Reject("near a decision boundary")
         self.check(check)
@@ -152,7 +156,8 @@ class Ctx:
         def check(data):
             x = data[name].astype(np.float64)
             x = np.sort(x.reshape(-1) if axis is None else np.moveaxis(x, axis, -1), axis=-1)
-            gaps = np.diff(x, axis=-1)
+            with np.errstate(invalid="ignore"):
+                gaps = np.diff(x, axis=-1)
             ok = ~np.isfinite(gaps) | (gaps > m * np.maximum(1.0, np.abs(x[..., 1:])))
             if not np.all(ok):
                 raise Reject("near ties")

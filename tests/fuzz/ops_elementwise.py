@@ -80,7 +80,8 @@ def broadcast_partner(ctx, shape):
         return tuple(1 if ctx.r.random() < 0.4 else d for d in shape)
     if u < 0.8:
         return tuple(shape[int(ctx.r.integers(0, len(shape) + 1)):])
-    return tuple(ctx.shape(int(ctx.r.integers(1, 3)))) + tuple(shape)
+    lead = min(int(ctx.r.integers(1, 3)), ctx.config.max_rank - len(shape))
+    return tuple(ctx.shape(max(lead, 0))) + tuple(shape)
 
 
 def partner(ctx, a, dtypes, kind="normal"):

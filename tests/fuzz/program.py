@@ -7,12 +7,14 @@ program can be sent to a worker process and shrunk by editing lists.
 """
 import dataclasses
 import json
+import re
 from typing import Optional
 
 import numpy as np
 
 DTYPES = ("float32", "float16", "int32", "bool")
 FLOATS = ("float32", "float16")
+SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0])
 HEADER = ("import jax, jax.numpy as jnp, numpy as np\n"
           "from jax import lax\n")
 
@@ -23,7 +25,7 @@ class Input:
     name: str
     shape: tuple
     dtype: str
-    kind: str = "normal"        # normal | positive | small_int | index:<n> | unique:<n> | bool
+    kind: str = "normal"        # normal | positive | special | index:<n> | unique:<n>
     seed: int = 0
 
     def value(self):
@@ -44,6 +46,9 @@ class Input:
             a = r.uniform(0.25, 3.0, size)
         else:
             a = r.uniform(-3.0, 3.0, size)
+            if self.kind == "special" and size:     # NaN, infinities and signed zeros
+                k = int(r.integers(1, min(size, 3) + 1))
+                a[r.choice(size, k, replace=False)] = r.choice(SPECIAL, k)
         return np.asarray(a).astype(self.dtype).reshape(shape)
 
 
@@ -98,7 +103,8 @@ class Program:
         lines = ["import rlx_jax", self.source().rstrip(), ""]
         for i in self.inputs:
             v = i.value()
-            lines.append(f"{i.name} = np.array({v.tolist()!r}, dtype=np.{i.dtype})"
+            values = re.sub(r"\b(nan|inf)\b", r"np.\1", repr(v.tolist()))
+            lines.append(f"{i.name} = np.array({values}, dtype=np.{i.dtype})"
                          f".reshape({tuple(i.shape)!r})")
         args = "".join(f"{i.name}, " for i in self.inputs)
         opts = "".join(f", {k}={v!r}" for k, v in sorted((options or {}).items()))
