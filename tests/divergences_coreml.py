@@ -16,7 +16,6 @@ SELECT_GATHER = ('select_and_gather_add (forward-mode derivative of a max pool) 
                  'lowering and no decomposition')
 BATCH_GROUPS = 'MIL conv has feature groups only; batch_group_count > 1 is not lowered'
 INT_CONV = 'MIL conv is floating-point only; an exact integer convolution is not lowered'
-RANK6 = 'this tile broadcasts through rank 6; Core ML tensors have rank <= 5'
 
 DIVERGENCES = {
     'neg_bf16': Expect(reason=BF16, error=LOW),
@@ -174,7 +173,6 @@ DIVERGENCES = {
     'concatenate_u32': Expect(reason=U32, error=LOW),
     'pad_bf16': Expect(reason=BF16, error=LOW),
     'pad_u32': Expect(reason=U32, error=LOW),
-    'tile_more_reps_f32': Expect(reason=RANK6, error=LOW),
     'slice_bf16': Expect(reason=BF16, error=LOW),
     'slice_u32': Expect(reason=U32, error=LOW),
     'iota_broadcasted_u32': Expect(reason=U32, error=LOW),

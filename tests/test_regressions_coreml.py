@@ -135,3 +135,39 @@ def test_pad_reproducer(backend):
     got = run(lambda x: lax.pad(x, 0.0, [(-2, 2, 2)]), np.array([5.0], np.float32),
               backend=backend)
     np.testing.assert_array_equal(got, [0.0])
+
+
+# ---- tiles and repeats that broadcast through rank 6 (and their gradients) ----
+TILES = [((2, 3, 4), (2, 1, 3)), ((3, 2), (2, 1, 2)), ((2, 3, 4), (2, 2, 3, 2)),
+         ((1, 3, 1), (3, 2, 2)), ((2, 2, 2, 2), (2, 1, 2, 1)), ((2, 1, 3), (1, 4, 1))]
+REPEATS = [((2, 3, 4, 2, 2), 2, 1), ((2, 3, 4, 2, 2), 3, 4), ((2, 3, 2, 2, 2), 2, 0)]
+
+
+def _weighted_sum(f):
+    return jax.grad(lambda x: jnp.sum(f(x) * jnp.cos(jnp.arange(f(x).size).reshape(
+        f(x).shape))))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape,reps", TILES)
+def test_tile_through_rank6(shape, reps, backend):
+    x = R.randn(*shape).astype(np.float32)
+    check(lambda x: jnp.tile(x, reps), x, backend=backend)
+    check(_weighted_sum(lambda x: jnp.tile(x, reps)), x, backend=backend, exact=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape,k,axis", REPEATS)
+def test_repeat_rank5(shape, k, axis, backend):
+    x = R.randn(*shape).astype(np.float32)
+    check(lambda x: jnp.repeat(x, k, axis=axis), x, backend=backend)
+    check(_weighted_sum(lambda x: jnp.repeat(x, k, axis=axis)), x, backend=backend,
+          exact=False)
+
+
+def test_tile_reproducer_stays_at_rank5():
+    f = lambda x: jnp.tile(x, (2, 1, 3))   # noqa: E731
+    x = np.ones((2, 3, 4), np.float32)
+    assert run(f, x, backend="coreml").shape == (4, 3, 12)
+    lowered = rlx_jax.jit(f, backend="coreml").lower(x)
+    assert "tile" in lowered.op_counts(level="backend")

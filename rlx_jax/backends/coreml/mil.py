@@ -159,7 +159,9 @@ def build_program(graph, opset, input_names=None, output_names=None):
     """Lowers `graph` to a MIL Program with one function "main"."""
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.mil import Function, Program
+    from .rank import lower_rank
     _load_families()
+    graph = lower_rank(graph)
     boundary = legality.check_graph(graph)
     in_names, out_names = io_names(graph, input_names, output_names)
     specs = {n: mb.TensorSpec(shape=boundary.model_shape(v), dtype=boundary.mil_type(v, True))

@@ -1,0 +1,169 @@
+"""Keeping Core ML programs at rank <= 5 where JAX passes through rank 6 only on the way.
+
+jnp.tile and jnp.repeat broadcast into interleaved axes and merge them again
+(Expand -> Reshape); their gradients split and reduce (Reshape -> Reduce). Only the middle value
+has rank > 5. `lower_rank` rewrites each such pair into one step per merged axis group (reshape
+that group out, broadcast or reduce it, merge it back), each step of rank <= 5, so the program
+never holds the high-rank value. A pair that is not of this form is left alone (legality then
+names it).
+
+Given / Result (tile of f32[2,3,4] by (2,1,3)):
+    b:f32[2,2,1,3,3,4] = Expand[dims=(1,3,5)] a;  c:f32[4,3,12] = Reshape b
+    ->  Expand f32[2,2,12]  (axis 0 tiled, rank 3);  Expand f32[4,3,3,4]  (axis 2 tiled, rank 4)
+"""
+import numpy as np
+
+from ...ir.graph import Builder, Node, Value
+from ...ir.ops import OpKind as K
+from .legality import MAX_RANK
+
+
+def copy_node(b, node, inputs):
+    """Appends a copy of `node` on new `inputs` to the builder's graph; returns its outputs."""
+    new = Node(node.kind, inputs, node.attrs, node.src)
+    new.outputs = tuple(Value(o.shape, o.dtype, new, i) for i, o in enumerate(node.outputs))
+    b.graph.nodes.append(new)
+    if node.kind is K.Input:
+        b.graph.inputs.append(new.outputs[0])
+    return new.outputs
+
+
+def _groups(big, small):
+    """For a reshape between `big` and `small` that only merges (or only splits) adjacent axes:
+    per axis of `small`, the axes of `big` it is made of; size-1 axes of `big` are left out.
+    None when the reshape is not of that form."""
+    axes = [a for a, n in enumerate(big) if n != 1]
+    groups, i = [], 0
+    for n in small:
+        group, size = [], 1
+        while size < n and i < len(axes):
+            group.append(axes[i])
+            size *= big[axes[i]]
+            i += 1
+        if size != n:
+            return None
+        groups.append(group)
+    return groups if i == len(axes) else None
+
+
+def _runs(parts):
+    """Merges adjacent (size, flag) parts of the same flag: [(2, F), (3, F)] -> [(6, F)]."""
+    out = []
+    for size, flag in parts:
+        if out and out[-1][1] == flag:
+            out[-1] = (out[-1][0] * size, flag)
+        else:
+            out.append((size, flag))
+    return out
+
+
+def _around(cur, g):
+    """The flattened sizes before and after group g (dropped where they are 1)."""
+    pre, post = int(np.prod(cur[:g], dtype=np.int64)), int(np.prod(cur[g + 1:], dtype=np.int64))
+    return [pre] if pre > 1 else [], [post] if post > 1 else []
+
+
+def _broadcast_merge(b, x, expand, target):
+    """Expand(x) to a high rank followed by a merging Reshape to `target`, step by step."""
+    big, dims = expand.attrs["shape"], expand.attrs["dims"]
+    src = [1] * len(big)
+    for i, d in enumerate(dims):
+        src[d] = x.shape[i]
+    groups = _groups(big, target)
+    if groups is None:
+        return None
+    cur = [int(np.prod([src[a] for a in g], dtype=np.int64)) for g in groups]
+    steps = []
+    for g, group in enumerate(groups):
+        parts = _runs([(big[a], src[a] == 1) for a in group])
+        if not any(flag for _, flag in parts):
+            continue
+        pre, post = _around(cur, g)
+        if len(pre) + len(parts) + len(post) > MAX_RANK:
+            return None
+        steps.append((g, pre, parts, post))
+        cur = cur[:g] + [target[g]] + cur[g + 1:]
+    y = b.reshape(x, [int(np.prod([src[a] for a in g], dtype=np.int64)) for g in groups])
+    for g, pre, parts, post in steps:
+        y = b.reshape(y, pre + [1 if flag else n for n, flag in parts] + post)
+        full = pre + [n for n, _ in parts] + post
+        y = b.expand(y, full, tuple(range(len(full))))
+        y = b.reshape(y, pre + [target[g]] + post)
+    return b.reshape(y, target)
+
+
+def _split_reduce(b, y, reshape, reduce):
+    """A splitting Reshape of y to a high rank followed by a Reduce, group by group."""
+    big, axes = reshape.attrs["shape"], set(reduce.attrs["axes"])
+    groups = _groups(big, y.shape)
+    if groups is None:
+        return None
+    cur, steps = list(y.shape), []
+    for g, group in enumerate(groups):
+        parts = _runs([(big[a], a in axes) for a in group])
+        if not any(flag for _, flag in parts):
+            continue
+        pre, post = _around(cur, g)
+        if len(pre) + len(parts) + len(post) > MAX_RANK:
+            return None
+        steps.append((g, pre, parts, post))
+        cur = cur[:g] + [int(np.prod([n for n, f in parts if not f]))] + cur[g + 1:]
+    for g, pre, parts, post in steps:
+        y = b.reshape(y, pre + [n for n, _ in parts] + post)
+        red = tuple(len(pre) + j for j, (_, flag) in enumerate(parts) if flag)
+        y = b.add(K.Reduce, (y,), {**reduce.attrs, "axes": red})
+        y = b.reshape(y, pre + [int(np.prod([n for n, f in parts if not f]))] + post)
+    return b.reshape(y, reduce.out.shape)
+
+
+def _pairs(graph):
+    """{middle value id: (producer node, consumer kind)} for high-rank middles whose every use
+    is a Reshape (after an Expand) or a Reduce (after a Reshape), and that are no outputs."""
+    uses = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            uses.setdefault(v.id, []).append(n)
+    outs = {v.id for v in graph.outputs}
+    pairs = {}
+    for n in graph.nodes:
+        if len(n.outputs) != 1 or n.out.ndim <= MAX_RANK or n.out.id in outs:
+            continue
+        want = {K.Expand: K.Reshape, K.Reshape: K.Reduce}.get(n.kind)
+        users = uses.get(n.out.id, [])
+        if want is not None and users and all(u.kind is want for u in users):
+            pairs[n.out.id] = n
+    return pairs
+
+
+def lower_rank(graph):
+    """`graph` with its rank-6 broadcast-merge / split-reduce pairs rewritten at rank <= 5
+    (the same graph when it holds no value above rank 5)."""
+    if all(v.ndim <= MAX_RANK for n in graph.nodes for v in n.outputs):
+        return graph
+    pairs = _pairs(graph)
+    if not pairs:
+        return graph
+    b = Builder(graph.like())
+    env, held = {}, {}                   # held: middle id -> (producer, its new operand)
+    for n in graph.nodes:
+        if len(n.outputs) == 1 and n.out.id in pairs:
+            held[n.out.id] = (n, env[n.inputs[0].id])
+            continue
+        out = None
+        if n.inputs and n.inputs[0].id in held:
+            prod, x = held[n.inputs[0].id]
+            b.src = n.src
+            out = (_broadcast_merge(b, x, prod, n.out.shape) if n.kind is K.Reshape
+                   else _split_reduce(b, x, prod, n))
+        if out is not None:
+            outs = (out,)
+        else:
+            for v in n.inputs:           # not of the form: the middle value is kept
+                if v.id in held and v.id not in env:
+                    prod, x = held[v.id]
+                    env[v.id] = copy_node(b, prod, (x,))[0]
+            outs = copy_node(b, n, [env[v.id] for v in n.inputs])
+        for o, new in zip(n.outputs, outs):
+            env[o.id] = new
+    b.graph.outputs = [env[v.id] for v in graph.outputs]
+    return b.graph.verify()
