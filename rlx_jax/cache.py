@@ -1,0 +1,122 @@
+"""The package's cache root, shared by the backends (MLX kernels, Core ML packages).
+
+The root is `$RLX_JAX_CACHE_DIR`, else `~/.cache/rlx_jax`. A root that cannot be created or
+written (a path under a regular file, a read-only file system) does not stop programs: the caches
+move to one temporary directory for the rest of the process (removed at exit), and that is logged
+once, naming the directory, the reason and RLX_JAX_CACHE_DIR. Only when even that fails is a
+CacheDirError raised.
+
+`file_lock` is the cross-process lock the backends hold while they check and publish entries:
+an flock, so a process killed while holding it releases it.
+"""
+import atexit
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+from absl import logging
+
+from .errors import RlxError
+
+ENV = "RLX_JAX_CACHE_DIR"
+
+
+class CacheDirError(RlxError):
+    """No usable cache directory: neither the configured one nor a temporary one."""
+
+
+_LOCK = threading.Lock()
+_WRITABLE = set()     # directories already probed in this process
+_FALLBACK = {}        # unusable configured root -> the temporary root used instead
+LOCK_TIMEOUT_S = 300
+
+
+def configured_root():
+    return os.environ.get(ENV) or os.path.join(os.path.expanduser("~"), ".cache", "rlx_jax")
+
+
+def _unusable(path):
+    """Why `path` cannot hold cache entries (None when it can): created, then probed by
+    writing a file, since permission bits say nothing for root or read-only mounts."""
+    if path in _WRITABLE and os.path.isdir(path):
+        return None
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}"
+    _WRITABLE.add(path)
+    return None
+
+
+def _fallback(root, why):
+    """The temporary root standing in for an unusable `root` (made and logged once)."""
+    if root not in _FALLBACK:
+        try:
+            tmp = tempfile.mkdtemp(prefix="rlx_jax-cache-")
+        except OSError as e:
+            raise CacheDirError(
+                f"rlx_jax cannot use the cache directory {root} ({why}) nor a temporary one "
+                f"({e}); set {ENV} to a writable directory") from None
+        atexit.register(shutil.rmtree, tmp, True)
+        logging.warning("rlx_jax: cache directory %s is not usable (%s); caching in %s for "
+                        "this process instead. Set %s to a writable directory to keep compiled "
+                        "programs between runs.", root, why, tmp, ENV)
+        _FALLBACK[root] = tmp
+    return _FALLBACK[root]
+
+
+def cache_root():
+    """The directory caches live under: the configured root, or its temporary stand-in."""
+    root = os.path.abspath(configured_root())
+    with _LOCK:
+        why = _unusable(root)
+        return root if why is None else _fallback(root, why)
+
+
+def cache_subdir(name):
+    """<cache root>/<name>, created."""
+    path = os.path.join(cache_root(), name)
+    with _LOCK:
+        why = _unusable(path)
+    if why is not None:
+        raise CacheDirError(f"rlx_jax cannot write its cache directory {path} ({why}); set "
+                            f"{ENV} to a writable directory")
+    return path
+
+
+def _acquire(f, timeout):
+    """flock(LOCK_EX) on `f`, giving up after `timeout` seconds; whether it is held."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def file_lock(directory, name=".lock", timeout=LOCK_TIMEOUT_S):
+    """Holds an exclusive flock on `directory`/`name` (other processes wait; the threads of one
+    process need a lock of their own besides). A holder that does not let go within `timeout`
+    seconds (a hung build) is logged and then ignored, so no caller waits forever; yields
+    whether the lock is held."""
+    with open(os.path.join(directory, name), "a") as f:
+        held = _acquire(f, timeout)
+        if not held:
+            logging.warning("rlx_jax: %s stayed locked for %.0f s; going on without the lock.",
+                            f.name, timeout)
+        try:
+            yield held
+        finally:
+            if held:
+                fcntl.flock(f, fcntl.LOCK_UN)
