@@ -10,12 +10,14 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 
 import numpy as np
 
 from ...errors import BadArgumentError
 from ...ir.ops import OpKind as K
+from . import package_cache
 
 OPTIONS = ("minimum_deployment_target", "compute_precision", "compute_units", "optimize",
            "input_names", "output_names", "source")
@@ -27,11 +29,14 @@ MIN_TARGET = "iOS16"
 
 
 def cache_dir():
-    root = os.environ.get("RLX_JAX_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "rlx_jax")
-    path = os.path.join(root, "coreml")
-    os.makedirs(path, exist_ok=True)
-    return path
+    """<cache root>/coreml (see package_cache.py for the entries in it)."""
+    return package_cache.cache_dir()
+
+
+def entry_path(name, key):
+    """Where the cached package of graph `name` with hash `key` lives: in a directory of its
+    own, next to the record that says it is whole."""
+    return os.path.join(cache_dir(), f"{name}-{key}", f"{name}.mlpackage")
 
 
 def _target(value):
@@ -122,17 +127,21 @@ def graph_hash(graph, options):
     return h.hexdigest()[:32]
 
 
+_IMPORT_LOCK = threading.Lock()
+
+
 def import_coremltools():
     """Imports coremltools without its Linux warnings that the Core ML runtime cannot load
     (rlx_jax says once which runtime executes packages; see runtime.py)."""
     import logging as std_logging
     log = std_logging.getLogger("coremltools")
-    level = log.level
-    log.setLevel(std_logging.ERROR)
-    try:
-        import coremltools
-    finally:
-        log.setLevel(level)
+    with _IMPORT_LOCK:                    # threads must not restore each other's level
+        level = log.level
+        log.setLevel(std_logging.ERROR)
+        try:
+            import coremltools
+        finally:
+            log.setLevel(level)
     return coremltools
 
 
@@ -162,7 +171,7 @@ def convert(mil_program, options, timings=None):
             pipeline.append_pass(name)
     precision = ct.precision.FLOAT32 if options.precision == "float32" else \
         ct.precision.FLOAT16
-    with _no_progress_bars():
+    with package_cache.MIL_LOCK, _no_progress_bars():
         model = ct.convert(mil_program.program, convert_to="mlprogram", skip_model_load=True,
                            compute_precision=precision, minimum_deployment_target=options.target,
                            pass_pipeline=pipeline, compute_units=options.ct_units())
@@ -180,8 +189,11 @@ def describe(model, graph, options):
 
 
 def save(model, path, overwrite=True):
-    """Saves atomically: write next to `path`, then rename. With overwrite=False (the cache),
-    a package another process finished first is kept as it is."""
+    """Saves atomically: write next to `path`, then rename. With overwrite=False a cache entry
+    path (entry_path) is published whole with its record (package_cache.publish), and at any
+    path a package another process finished first is kept as it is."""
+    if not overwrite and package_cache.is_entry(path):
+        return package_cache.publish(model, path)
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-")

@@ -4,6 +4,7 @@ import sys
 from absl import logging
 
 from .legality import Boundary
+from .package_cache import MIL_LOCK
 
 _REFERENCE_LOGGED = []
 
@@ -16,6 +17,32 @@ def coreml_runtime_available():
     except ImportError:
         return False
     return True
+
+
+def _log_reference_once():
+    if not _REFERENCE_LOGGED:
+        _REFERENCE_LOGGED.append(True)
+        logging.warning(
+            "Core ML cannot run on %s; rlx_jax executes the saved .mlpackage with the MIL "
+            "reference executor (checks lowering semantics, not Core ML speed or float16 "
+            "rounding).", sys.platform)
+
+
+def _serialized(execute):
+    """The MIL reference executor re-issues ops inside coremltools' global block stack, so one
+    thread at a time runs it (Core ML's own predict needs no lock). Each re-issued op also
+    leaves a fresh name in the Builder's global name counter, which would grow by a few KB per
+    call: the names of these throwaway ops are dropped after each call (ct.convert resets the
+    counter the same way before every conversion)."""
+    from coremltools.converters.mil import Builder
+
+    def run(feeds):
+        with MIL_LOCK:
+            try:
+                return execute(feeds)
+            finally:
+                Builder.name_count.clear()
+    return run
 
 
 class CoremlExecutable:
@@ -35,13 +62,9 @@ class CoremlExecutable:
             self.runtime = "coreml"
         else:
             from .executor import MilReferenceExecutor
-            if not _REFERENCE_LOGGED:
-                _REFERENCE_LOGGED.append(True)
-                logging.warning(
-                    "Core ML cannot run on %s; rlx_jax executes the saved .mlpackage with the "
-                    "MIL reference executor (checks lowering semantics, not Core ML speed or "
-                    "float16 rounding).", sys.platform)
-            self._predict = MilReferenceExecutor(package_path)
+            with MIL_LOCK:
+                _log_reference_once()
+                self._predict = _serialized(MilReferenceExecutor(package_path))
             self.runtime = "mil-reference"
 
     def __call__(self, *args):
