@@ -9,9 +9,10 @@ checking it, and a short library is fatal (measured): truncated to zero bytes it
 (RuntimeError "Could not load C++ shared library ...: file too short"); truncated after its
 header it loads, then the process dies of SIGBUS when a page past the end is touched. So before
 building, every library not yet checked in this process must be a complete ELF image (its
-program and section tables, which the linker writes last, lie inside the file); others, and
-`tmp_*` leftovers, are removed, and MLX rebuilds what it needs. A library that still fails to
-load is removed and the call retried once (`remove_unloadable`).
+program and section tables, which the linker writes last, lie inside the file); others, the
+`tmp_*` leftovers, and g++'s own `ccXXXXXX.*` temporaries over an hour old in the cache root
+(TMPDIR during builds) are removed, and MLX rebuilds what it needs. A library that still fails
+to load is removed and the call retried once (`remove_unloadable`).
 
 Two processes building the same kernel would race (one loading the other's library while it is
 written), so builds hold a file lock in the cache directory; threads of one process hold
@@ -24,13 +25,16 @@ import struct
 import sys
 import tempfile
 import threading
+import time
 
 from absl import logging
 
 from ...cache import cache_subdir, file_lock
 
 _BUILD_LOCK = threading.Lock()
-_SCANNED = {}          # kernel directory -> its mtime when last checked
+_SCANNED = {}          # kernel directory -> its mtime when last swept; kernel root -> True
+_GCC_TEMP = re.compile(r"^cc[0-9A-Za-z]{6}\.[a-z]{1,3}$")
+GCC_TEMP_AGE_S = 3600
 _UNLOADABLE = re.compile(r"Could not load C\+\+ shared library (.+?\.so)(?::|$)", re.M)
 
 
@@ -89,9 +93,25 @@ def _sweep_dir(cpu):
                         "were cut short from %s.", leftovers, cpu)
 
 
+def _sweep_gcc_temporaries(top):
+    """g++ keeps its temporaries (ccXXXXXX.s, .o, ...) in $TMPDIR, i.e. the cache root while
+    MLX builds, and a build killed mid-way leaves them there. Those over an hour old are
+    removed (a younger one may belong to a g++ still running for a process outside the lock)."""
+    old = time.time() - GCC_TEMP_AGE_S
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(top):
+            if _GCC_TEMP.match(entry.name) and entry.is_file() and \
+                    entry.stat().st_mtime < old:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(entry.path)
+
+
 def sweep(root):
     """Sweeps root/<version>/cpu (a directory whose entries have not changed since this
-    process last swept it is skipped)."""
+    process last swept it is skipped), and once per process g++'s leftovers above root."""
+    if root not in _SCANNED:
+        _SCANNED[root] = True
+        _sweep_gcc_temporaries(os.path.dirname(root))
     with contextlib.suppress(FileNotFoundError):
         for version in os.scandir(root):
             cpu = os.path.join(version.path, "cpu")
