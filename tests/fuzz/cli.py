@@ -21,6 +21,8 @@ def parse(argv):
     p.add_argument("--exclude", default="", help="comma-separated op names never to draw")
     p.add_argument("--no-conv-zero-size", action="store_true",
                    help="keep convolution operands free of size-0 dimensions")
+    p.add_argument("--zero-dim-prob", type=float, default=Config.zero_dim_prob,
+                   help="chance that a drawn dimension is 0")
     p.add_argument("--shrink-budget", type=int, default=150)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per backend call")
     p.add_argument("--out", help="also write the report to this file")
@@ -33,7 +35,7 @@ def main(argv=None):
     a = parse(argv)
     config = Config(max_ops=a.max_ops, grad_fraction=a.grad_fraction,
                     exclude=tuple(x for x in a.exclude.split(",") if x),
-                    conv_zero_size=not a.no_conv_zero_size)
+                    conv_zero_size=not a.no_conv_zero_size, zero_dim_prob=a.zero_dim_prob)
     log = None if a.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     s = fuzz(a.backend.split(","), range(a.seed, a.seed + a.count), config,
              mlx_compile_fraction=a.mlx_compile_fraction, shrink_budget=a.shrink_budget,
