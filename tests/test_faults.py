@@ -373,3 +373,17 @@ def test_sixteen_threads_compile_and_call_at_once(backend):
         t.join(300)
     assert not errs, "\n".join(errs[:4])
     assert all(_free(lock) for lock in _locks())
+
+
+@needs_mlx
+def test_a_build_inside_a_build_does_not_wait_on_itself(cache):
+    from rlx_jax.backends.mlx.kernel_cache import building_kernels
+    done = []
+
+    def nested():
+        with building_kernels() as outer, building_kernels() as inner:
+            done.append(outer == inner)
+    t = threading.Thread(target=nested, daemon=True)
+    t.start()
+    t.join(30)
+    assert done == [True] and all(_free(lock) for lock in _locks())

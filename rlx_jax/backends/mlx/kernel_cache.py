@@ -32,6 +32,7 @@ from absl import logging
 from ...cache import cache_subdir, file_lock
 
 _BUILD_LOCK = threading.Lock()
+_HOLDER = threading.local()    # .root while this thread holds the build locks
 _SCANNED = {}          # kernel directory -> its mtime when last swept; kernel root -> True
 _GCC_TEMP = re.compile(r"^cc[0-9A-Za-z]{6}\.[a-z]{1,3}$")
 GCC_TEMP_AGE_S = 3600
@@ -139,16 +140,22 @@ def remove_unloadable(error, root):
 @contextlib.contextmanager
 def building_kernels():
     """Points TMPDIR at the cache root while MLX builds kernels (threads and processes take
-    turns); yields the kernel root. Nothing is held when setting up fails."""
+    turns); yields the kernel root. Nothing is held when setting up fails, and a build inside
+    a build (same thread) goes ahead under the locks already held rather than wait on them."""
+    if getattr(_HOLDER, "root", None):
+        yield _HOLDER.root
+        return
     root = kernel_root()
     tempfile.gettempdir()          # pin Python's own temp dir to the user's before TMPDIR moves
     with _BUILD_LOCK, file_lock(root, ".build.lock"):
         sweep(root)
         old = os.environ.get("TMPDIR")
         os.environ["TMPDIR"] = os.path.dirname(root)     # MLX builds into $TMPDIR/mlx/...
+        _HOLDER.root = root
         try:
             yield root
         finally:
+            _HOLDER.root = None
             if old is None:
                 os.environ.pop("TMPDIR", None)
             else:
