@@ -88,7 +88,8 @@ class Ctx:
 
     # ---- values
     def new_input(self, shape, dtype, kind="normal"):
-        if kind == "normal" and dtype in FLOATS and self.r.random() < self.config.special_prob:
+        if kind in ("normal", "finite") and dtype in FLOATS and \
+                self.r.random() < self.config.special_prob and kind == "normal":
             kind = "special"
         name = f"x{self.n_inputs + len(self.pending)}"
         inp = Input(name, tuple(int(d) for d in shape), dtype, kind,

@@ -25,7 +25,7 @@ class Input:
     name: str
     shape: tuple
     dtype: str
-    kind: str = "normal"        # normal | positive | special | index:<n> | unique:<n>
+    kind: str = "normal"        # normal | finite | positive | special | index:<n> | unique:<n>
     seed: int = 0
 
     def value(self):
