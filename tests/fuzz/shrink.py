@@ -1,12 +1,15 @@
 """Greedy shrinking of a failing program to a minimal one that still fails the same way.
 
 Moves, tried in order and repeated until none applies (or the budget of predicate calls is
-spent): drop the gradient; keep a single output; cut an op (its result becomes a new input of the
-same aval, and whatever only fed it disappears); bypass an op (its uses take one of its operands
-of the same aval); shrink an input dimension to 1 or to half. Every candidate is re-typed by
-tracing first, so ill-typed ones (a reshape baked for the old size) are skipped without running.
+spent): drop the gradient; keep a single output, or an intermediate value as the output; cut an
+op (its result becomes a new input of the same aval, plain or holding NaN/inf, and whatever only
+fed it disappears); bypass an op (its uses take one of its operands of the same aval); shrink an
+input dimension to 1 or to half. Every candidate is re-typed by tracing first, so ill-typed ones
+(a reshape baked for the old size) are skipped without running.
 """
 import dataclasses
+
+from .program import FLOATS
 
 
 def _typed(prog):
@@ -23,8 +26,14 @@ def _candidates(prog, avals):
         order = ([prog.grad["output"]] if prog.grad else []) + list(range(len(prog.outputs)))
         for k in dict.fromkeys(order):
             yield prog.with_outputs([k])
+    for o in prog.ops[:-1]:              # an intermediate value as the only output
+        p = prog.copy()
+        p.outputs, p.grad = [o.name], None
+        yield p.dce()
     for o in reversed(prog.ops):
         yield prog.cut(o.name, seed=len(prog.inputs), avals=avals)
+        if avals[o.name][1] in FLOATS:   # the op may only matter for the NaN/inf it makes
+            yield prog.cut(o.name, seed=len(prog.inputs), kind="special", avals=avals)
     for o in reversed(prog.ops):
         for a in dict.fromkeys(o.args):
             if avals.get(a) == avals[o.name]:
