@@ -5,8 +5,8 @@ import math
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
-from .table import (FLOATS, SIGNED, TO_SIGNED, bits, is_float, mlx_rule, out_dtype, scalar,
-                    unsupported)
+from .table import (FLOATS, SIGNED, TO_SIGNED, bits, full, highest, is_float, lowest, mlx_rule,
+                    out_dtype, scalar, unsupported)
 
 
 def _bitwise_reduce(x, axes, fn):
@@ -28,13 +28,20 @@ def _bitwise_reduce(x, axes, fn):
 
 
 REDUCE = {"sum": mx.sum, "prod": mx.prod, "max": mx.max, "min": mx.min}
+IDENTITY = {"sum": lambda dt: 0, "prod": lambda dt: 1, "max": lowest, "min": highest,
+            "or": lambda dt: 0, "xor": lambda dt: 0,
+            "and": lambda dt: -1 if dt in SIGNED else highest(dt)}
 
 
 @mlx_rule(K.Reduce)
 def _reduce(ctx, node, x):
+    """An empty operand reduces to the identity (MLX refuses max/min over a size-0 axis)."""
     fn, axes = node.attrs["fn"], list(node.attrs["axes"])
     if not axes:
         return x
+    if x.size == 0:
+        dt = out_dtype(node)
+        return full(node.out.shape, IDENTITY[fn](dt), dt)
     if fn in ("and", "or", "xor"):
         return _bitwise_reduce(x, axes, fn)
     if x.dtype == mx.bool_:
@@ -44,8 +51,12 @@ def _reduce(ctx, node, x):
 
 
 def _arg(best):
+    """An empty operand has an empty result (JAX refuses an arg-reduction over a size-0 axis
+    itself; MLX refuses any empty operand)."""
     def rule(ctx, node, x):
         axis = node.attrs["axis"]
+        if x.size == 0:
+            return mx.zeros(node.out.shape, out_dtype(node))
         if x.dtype == mx.bool_:
             x = x.astype(mx.uint8)
         r = best(x, axis=axis)
