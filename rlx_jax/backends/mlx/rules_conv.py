@@ -1,10 +1,16 @@
 """Convolution (any dimension numbers, strides, padding incl. negative, lhs/rhs dilation, feature
-and batch groups) through MLX's channels-last `conv_general`; windowed reductions (Pool) and
-the max-pool derivatives SelectAndScatterAdd / SelectAndGatherAdd through strided window views."""
+and batch groups, zero-size dimensions) through MLX's channels-last `conv_general`; windowed
+reductions (Pool) and the max-pool derivatives SelectAndScatterAdd / SelectAndGatherAdd through
+strided window views."""
+import functools
 import math
 
+import jax
 import mlx.core as mx
+import numpy as np
+from jax import lax
 
+from ...errors import LoweringError
 from ...ir.ops import OpKind as K
 from .rules_reduce import _batched_matmul
 from .rules_shape import pad
@@ -13,10 +19,18 @@ from .table import FLOATS, highest, index_dtype, lowest, mlx_rule, out_dtype, sc
 
 @mlx_rule(K.Conv)
 def _conv(ctx, node, x, w):
+    """Results known statically never reach MLX's conv, which divides by the input feature count
+    (none: SIGFPE), hands BLAS an empty weight matrix (no output features: the reference BLAS
+    exits) and sizes an output with no room for a window by truncating division (a row of
+    garbage). An empty result is empty; an empty contraction (no input features, windows over
+    padding only) is zeros. The result is checked against the IR's shape."""
     a = node.attrs
     lhs_spec, rhs_spec, out_spec = a["dimension_numbers"]
     nsp = len(lhs_spec) - 2
     dt = out_dtype(node)
+    shape = _result_shape(node, x, w)
+    if x.size == 0 or w.size == 0 or math.prod(shape) == 0:
+        return mx.zeros(shape, dt)
     x = mx.transpose(x.astype(dt), [lhs_spec[0], *lhs_spec[2:], lhs_spec[1]])   # N, S..., C
     w = mx.transpose(w.astype(dt), [rhs_spec[0], *rhs_spec[2:], rhs_spec[1]])   # O, S..., I
     groups, bgc = a["feature_group_count"], a["batch_group_count"]
@@ -30,7 +44,7 @@ def _conv(ctx, node, x, w):
     if dt not in FLOATS or not 1 <= nsp <= 3:     # MLX convolves floats in 1 to 3 dims
         out = _conv_by_patches(x, w, a["window_strides"], padding, lhs_dil, a["rhs_dilation"],
                                groups, dt)
-        return _to_out_spec(out, out_spec)
+        return _checked(node, _to_out_spec(out, out_spec), shape)
     if any(lo < 0 or hi < 0 for lo, hi in padding):
         if any(d != 1 for d in lhs_dil):
             zero = scalar(0, dt)
@@ -39,11 +53,37 @@ def _conv(ctx, node, x, w):
         x = x[(slice(None),) + tuple(slice(max(-lo, 0), x.shape[1 + i] - max(-hi, 0))
                                      for i, (lo, hi) in enumerate(padding))]
         padding = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
+        if x.size == 0:                           # cropped away: every window is padding
+            return mx.zeros(shape, dt)
     out = mx.conv_general(x, w, stride=list(a["window_strides"]),
                           padding=([lo for lo, _ in padding], [hi for _, hi in padding]),
                           kernel_dilation=list(a["rhs_dilation"]), input_dilation=lhs_dil,
                           groups=groups)
-    return _to_out_spec(out, out_spec)
+    return _checked(node, _to_out_spec(out, out_spec), shape)
+
+
+def _result_shape(node, x, w):
+    """The convolution's result shape: a Conv node's own type; the conv backward kinds run this
+    rule under a vjp on their own node, so for them it is JAX's shape of the forward conv."""
+    if node.kind is K.Conv:
+        return node.out.shape
+    a = node.attrs
+    conv = functools.partial(
+        lax.conv_general_dilated, window_strides=a["window_strides"], padding=a["padding"],
+        lhs_dilation=a["lhs_dilation"], rhs_dilation=a["rhs_dilation"],
+        dimension_numbers=lax.ConvDimensionNumbers(*a["dimension_numbers"]),
+        feature_group_count=a["feature_group_count"], batch_group_count=a["batch_group_count"])
+    return jax.eval_shape(conv, *[jax.ShapeDtypeStruct(v.shape, np.float32) for v in (x, w)]).shape
+
+
+def _checked(node, out, shape=None):
+    """The IR's type (the node's, or `shape`) is the truth; a rule that disagrees with it is a
+    bug, not a result."""
+    shape = node.out.shape if shape is None else tuple(shape)
+    if tuple(out.shape) != shape:
+        raise LoweringError(f"backend 'mlx' computed shape {tuple(out.shape)} for "
+                            f"{node.kind.name}, expected {shape}")
+    return out
 
 
 def _to_out_spec(out, out_spec):
