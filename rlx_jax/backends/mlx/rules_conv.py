@@ -1,7 +1,7 @@
 """Convolution (any dimension numbers, strides, padding incl. negative, lhs/rhs dilation, feature
-and batch groups, zero-size dimensions) through MLX's channels-last `conv_general`; windowed
-reductions (Pool) and the max-pool derivatives SelectAndScatterAdd / SelectAndGatherAdd through
-strided window views."""
+and batch groups, zero-size dimensions) through MLX's channels-last `conv_general`, one call per
+group for grouped 3-D convolutions; windowed reductions (Pool) and the max-pool derivatives
+SelectAndScatterAdd / SelectAndGatherAdd through strided window views."""
 import functools
 import math
 
@@ -55,10 +55,16 @@ def _conv(ctx, node, x, w):
         padding = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
         if x.size == 0:                           # cropped away: every window is padding
             return mx.zeros(shape, dt)
-    out = mx.conv_general(x, w, stride=list(a["window_strides"]),
-                          padding=([lo for lo, _ in padding], [hi for _, hi in padding]),
-                          kernel_dilation=list(a["rhs_dilation"]), input_dilation=lhs_dil,
-                          groups=groups)
+    conv = functools.partial(
+        mx.conv_general, stride=list(a["window_strides"]),
+        padding=([lo for lo, _ in padding], [hi for _, hi in padding]),
+        kernel_dilation=list(a["rhs_dilation"]), input_dilation=lhs_dil)
+    if groups > 1 and nsp == 3:          # MLX groups 1-D and 2-D convs only: one per group
+        xs = mx.split(x, groups, axis=-1)
+        ws = mx.split(w, groups, axis=0)
+        out = mx.concatenate([conv(xg, wg) for xg, wg in zip(xs, ws)], axis=-1)
+    else:
+        out = conv(x, w, groups=groups)
     return _checked(node, _to_out_spec(out, out_spec), shape)
 
 
