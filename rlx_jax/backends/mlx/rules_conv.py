@@ -1,7 +1,7 @@
 """Convolution (any dimension numbers, strides, padding incl. negative, lhs/rhs dilation, feature
 and batch groups, zero-size dimensions) through MLX's channels-last `conv_general`, one call per
 group for grouped 3-D convolutions; windowed reductions (Pool) and the max-pool derivatives
-SelectAndScatterAdd / SelectAndGatherAdd through strided window views."""
+SelectAndScatterAdd / SelectAndGatherAdd through copied window views."""
 import functools
 import math
 
@@ -123,12 +123,16 @@ def _conv_by_patches(x, w, strides, padding, lhs_dil, rhs_dil, groups, dt):
 
 
 def windows(x, window, strides, dilation):
-    """A strided view [out..., window...] of every window position of x (already padded)."""
+    """Every window position of x (already padded) as [out..., window...]. Built as a strided
+    view, then copied: MLX's as_strided needs a row-contiguous source (a cropped pad is not),
+    and its reductions misread a view whose windows overlap or skip (dilated windows summed
+    wrong values)."""
+    x = mx.contiguous(x)
     out = [max((d - (k - 1) * dl - 1) // s + 1, 0)
            for d, k, s, dl in zip(x.shape, window, strides, dilation)]
     el = [math.prod(x.shape[i + 1:]) for i in range(x.ndim)]
     st = [s * e for s, e in zip(strides, el)] + [dl * e for dl, e in zip(dilation, el)]
-    return mx.as_strided(x, [*out, *window], st), out
+    return mx.contiguous(mx.as_strided(x, [*out, *window], st)), out
 
 
 POOL = {"sum": mx.sum, "max": mx.max, "min": mx.min}
@@ -137,7 +141,10 @@ POOL_INIT = {"sum": lambda dt: 0, "max": lowest, "min": highest}
 
 @mlx_rule(K.Pool)
 def _pool(ctx, node, x):
+    """Windowed reductions; an empty result (no room for a window) is known statically."""
     a = node.attrs
+    if math.prod(node.out.shape) == 0:
+        return mx.zeros(node.out.shape, x.dtype)
     fn = a["fn"]
     wd = a["window_dimensions"]
     if (x.dtype != mx.bool_ and tuple(a["window_strides"]) == tuple(wd)
@@ -152,7 +159,7 @@ def _pool(ctx, node, x):
         red = {"max": mx.any, "sum": mx.any, "min": mx.all}[fn]
         return red(win, axis=list(range(x.ndim, 2 * x.ndim)))
     r = POOL[fn](win, axis=list(range(x.ndim, 2 * x.ndim)))
-    return r.astype(x.dtype)
+    return _checked(node, r.astype(x.dtype))
 
 
 def _selected(operand, prim, window, strides, padding, base_dilation, window_dilation):
@@ -173,6 +180,8 @@ def _selected(operand, prim, window, strides, padding, base_dilation, window_dil
 @mlx_rule(K.SelectAndScatterAdd)
 def _select_and_scatter_add(ctx, node, source, operand):
     a = node.attrs
+    if source.size == 0:                          # no windows: nothing is scattered
+        return mx.zeros(operand.shape, source.dtype)
     return select_and_scatter_add(source, operand, a["select_prim"], a["window_dimensions"],
                                   a["window_strides"], a["padding"])
 
@@ -202,6 +211,8 @@ def select_and_scatter_add(source, operand, prim, wd, ws, pd):
 def _select_and_gather_add(ctx, node, tangents, operand):
     """Forward-mode max-pool: each window's tangent at the operand's first maximum."""
     a = node.attrs
+    if math.prod(node.out.shape) == 0:
+        return mx.zeros(node.out.shape, tangents.dtype)
     sel, cfg, out = _selected(operand, a["select_prim"], a["window_dimensions"],
                               a["window_strides"], a["padding"], a["base_dilation"],
                               a["window_dilation"])
