@@ -171,3 +171,77 @@ def test_tile_reproducer_stays_at_rank5():
     assert run(f, x, backend="coreml").shape == (4, 3, 12)
     lowered = rlx_jax.jit(f, backend="coreml").lower(x)
     assert "tile" in lowered.op_counts(level="backend")
+
+
+# ---- zero-size arguments and results (Core ML has no empty tensors) ----
+E03 = np.zeros((0, 3), np.float32)
+Y23 = np.arange(6, dtype=np.float32).reshape(2, 3)
+EMPTY = {   # name -> (function, arguments)
+    "empty_in_nonempty_out": (lambda x, y: y * 2 + jnp.sum(x), (E03, Y23)),
+    "all_outputs_empty": (lambda x: (x * 2, x + 1), (E03,)),
+    "mixed_outputs": (lambda x, y: (jnp.sum(x), jnp.concatenate([x, y]), x * 2, y + 1),
+                      (E03, Y23)),
+    "sum_over_empty": (lambda x: jnp.sum(x), (E03,)),
+    "sum_empty_axis": (lambda x: jnp.sum(x, axis=0), (E03,)),
+    "max_empty_axis": (lambda x: jnp.max(x, axis=0, initial=-jnp.inf), (E03,)),
+    "min_empty_axis_i32": (lambda x: jnp.min(x, axis=0, initial=7), (E03.astype(np.int32),)),
+    "prod_empty_axis": (lambda x: jnp.prod(x, axis=0), (E03,)),
+    "any_empty_axis": (lambda x: jnp.any(x > 0, axis=0), (E03,)),
+    "concat_empty_operand": (lambda x, y: jnp.concatenate([x, y]), (E03, Y23)),
+    "concat_empty_between": (lambda x, y: jnp.concatenate([y, x, y]) * 2, (E03, Y23)),
+    "empty_result_of_nonempty_input": (lambda y: (y[:0], y * 2), (Y23,)),
+    "empty_inside": (lambda y: jnp.sum(y[:, :0]) + jnp.concatenate([y[:0], y]), (Y23,)),
+    "matmul_empty_contraction": (lambda x, w: x.T @ w, (E03, np.zeros((0, 4), np.float32))),
+    "pad_of_empty": (lambda x: lax.pad(x, 1.5, [(1, 1, 0), (0, 0, 0)]), (E03,)),
+    "pad_of_empty_run_time_value": (lambda x, v: lax.pad(x, v, [(1, 1, 0), (0, 0, 0)]),
+                                    (E03, np.float32(2.5))),
+    "scatter_no_updates": (lambda y, i, u: y.at[i].add(u),
+                           (Y23, np.zeros((0,), np.int32), np.zeros((0, 3), np.float32))),
+    "only_empty_inputs": (lambda x: jnp.ones(3) + jnp.sum(x), (E03,)),
+    "grad_through_concat": (jax.grad(lambda x, y: jnp.sum(jnp.concatenate([x, y]) ** 2),
+                                     argnums=(0, 1)), (E03, Y23)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", EMPTY)
+def test_zero_size_arguments_and_results(name, backend):
+    f, args = EMPTY[name]
+    check(f, *args, backend=backend)
+
+
+def test_all_empty_results_build_no_model():
+    lowered = rlx_jax.jit(lambda x: (x * 2, x[:, :1]), backend="coreml").lower(E03)
+    assert lowered.op_counts(level="backend") == {}
+    assert "no Core ML model" in lowered.as_text(level="backend")
+    compiled = lowered.compile()
+    assert compiled.runtime == "static"
+    out = compiled(E03)
+    assert [o.shape for o in out] == [(0, 3), (0, 1)]
+
+
+def test_empty_inputs_are_no_model_inputs():
+    f = lambda x, y: (jnp.concatenate([x, y]), jnp.sum(x))   # noqa: E731
+    lowered = rlx_jax.jit(f, backend="coreml").lower(E03, Y23)
+    prog = lowered.backend.build_program(lowered.legalized)
+    assert prog.input_names == ["y"] and prog.output_names == ["output_0"]
+    assert prog.op_counts() == {"identity": 1}
+
+
+def test_export_refuses_empty_signature(tmp_path):
+    with pytest.raises(rlx_jax.errors.LoweringError, match="cannot be empty.*x: f32\\[0,3\\]"):
+        rlx_jax.export_coreml(lambda x, y: jnp.concatenate([x, y]), E03, Y23,
+                              path=str(tmp_path / "in.mlpackage"))
+    with pytest.raises(rlx_jax.errors.LoweringError, match="cannot be empty.*output"):
+        rlx_jax.export_coreml(lambda y: (y[:0], y * 2), Y23, path=str(tmp_path / "out.mlpackage"))
+
+
+def test_export_folds_empty_values_inside(tmp_path):
+    from rlx_jax.backends.coreml.executor import MilReferenceExecutor
+    f = lambda y: (jnp.sum(y[:, :0]) + jnp.concatenate([y[:0], y]), jnp.sum(y[:0]))  # noqa
+    path = rlx_jax.export_coreml(f, Y23, path=str(tmp_path / "inside.mlpackage"))
+    exe = MilReferenceExecutor(path)
+    outs = exe({exe.input_names[0]: Y23})
+    want = jax.jit(f)(Y23)
+    np.testing.assert_array_equal(outs[exe.output_names[0]], want[0])
+    np.testing.assert_array_equal(np.asarray(outs[exe.output_names[1]]).reshape(()), want[1])

@@ -2,9 +2,10 @@
 import os
 import time
 
-from ...errors import RlxError
+from ...errors import LoweringError, RlxError
 from . import claims, package
 from .mil import MIL_RULES, build_program as _build, io_names
+from .empty import FoldedExecutable, NoProgram, fold_empty
 
 
 def _opset(options):
@@ -21,7 +22,17 @@ def build(graph, options, timings=None):
 
 
 def write_package(graph, options, path, timings=None, overwrite=True):
-    """Builds, converts and saves `graph` as an .mlpackage at `path`."""
+    """Builds, converts and saves `graph` as an .mlpackage at `path`. Zero-size values inside
+    the graph are folded away (empty.py); zero-size inputs or results have no place in a
+    model's signature, so such a graph is refused."""
+    folded = fold_empty(graph, constants_on_host=False)
+    if folded.graph is None or not folded.keeps_signature():
+        raise LoweringError(
+            f"Core ML model inputs and outputs cannot be empty (zero-size): "
+            f"{folded.dropped()} of `{graph.name}`\n  What to do: export a function without "
+            f"empty arguments or results (their values are known without a model), or run it "
+            f"with rlx_jax.jit(..., backend='coreml'), which keeps them off the model")
+    graph = folded.graph
     prog = build(graph, options, timings)
     model = package.convert(prog, options, timings)
     package.describe(model, graph, options)
@@ -54,20 +65,35 @@ class CoremlBackend:
 
     def supports(self, graph):
         from .legality import check_graph
+        from .rank import lower_rank
         try:
-            check_graph(graph)
+            folded = fold_empty(graph)
+            if folded.graph is not None:
+                check_graph(lower_rank(folded.graph))
         except RlxError:
             return False
         return True
 
     def build_program(self, graph, name=None, **options):
-        return build(graph, package.Options(**options))
+        folded = fold_empty(graph)
+        if folded.graph is None:
+            return NoProgram(folded)
+        return build(folded.graph, package.Options(**folded.options(options)))
 
     def package_path(self, graph, options):
         key = package.graph_hash(graph, options)
         return os.path.join(package.cache_dir(), f"{graph.name}-{key}.mlpackage")
 
     def lower(self, graph, name=None, timings=None, **options):
+        """Zero-size inputs and results stay off the model (empty.py); a graph whose results
+        are all known statically builds no model."""
+        folded = fold_empty(graph)
+        model = None
+        if folded.graph is not None:
+            model = self._lower_model(folded.graph, name, timings, **folded.options(options))
+        return model if folded.trivial else FoldedExecutable(folded, model)
+
+    def _lower_model(self, graph, name=None, timings=None, **options):
         from .runtime import CoremlExecutable
         opts = package.Options(**options)
         path = self.package_path(graph, opts)

@@ -4,8 +4,8 @@ Core ML programs compute in float32, float16, int32 and bool, at rank <= 5. floa
 bfloat16 are refused with a LoweringError naming the node. Other integer dtypes (int8/16/64,
 uint8/16/32) are narrowed to int32 only where an interval analysis proves every value fits
 both int32 and the value's own dtype (so no wrap-around can differ): e.g. uint8 image inputs,
-iota/index arithmetic in gradients. Zero-sized values may appear inside a program (they are
-dropped during lowering) but not at its inputs or outputs.
+iota/index arithmetic in gradients. Zero-sized values never get here: the backend folds them
+out of the graph first (empty.py); one left at the model boundary is refused.
 Model inputs/outputs: bool and narrowed integers travel as int32, rank-0 values as shape (1,);
 the host side converts back, so the user sees JAX's dtypes and shapes.
 """
@@ -61,7 +61,8 @@ def check_graph(graph):
                         "reshape to rank <= 5 (merge leading axes), or use backend='mlx'")
             if 0 in v.shape and v.id in boundary:
                 _refuse(v, n, "Core ML model inputs/outputs cannot be empty",
-                        "avoid empty arrays at the function boundary, or use backend='xla'")
+                        "fold zero-size values first (backends/coreml/empty.py: fold_empty), "
+                        "or use backend='xla'")
             if v.dtype in MIL_DTYPES:
                 continue
             if v.dtype.kind in "iu":

@@ -69,14 +69,9 @@ class MilProgram:
         return str(self.program)
 
 
-class Empty:
-    """A zero-sized value: Core ML has no empty tensors, so it never becomes a MIL var."""
-
-    def __init__(self, value):
-        self.shape, self.dtype = value.shape, value.dtype
-
-
 def _init_value(fn, dtype):
+    """The identity of reduction `fn` in `dtype`: the value of a reduction over nothing, and
+    the padding of windowed reductions."""
     if fn in ("sum", "or", "xor"):
         return np.zeros((), dtype)
     if fn in ("prod", "and"):
@@ -87,36 +82,6 @@ def _init_value(fn, dtype):
         return np.asarray(-np.inf if fn == "max" else np.inf, dtype)
     info = np.iinfo(dtype)
     return np.asarray(info.min if fn == "max" else info.max, dtype)
-
-
-def _from_empty(ctx, node, *ops):
-    """Non-empty results of nodes with empty operands (as gradients build them)."""
-    from . import legality
-    out = node.outputs[0]
-    dtype = legality.mil_np_dtype(out.dtype)
-    k = node.kind.name
-    if k == "Concat":
-        live = [x for x in ops if not isinstance(x, Empty)]
-        return live[0] if len(live) == 1 else ctx.mb.concat(values=live,
-                                                            axis=node.attrs["axis"])
-    if k == "Reduce":
-        return ctx.const(np.full(out.shape, _init_value(node.attrs["fn"], dtype), dtype))
-    if k in ("DotGeneral", "MatMul"):
-        return ctx.const(np.zeros(out.shape, dtype))
-    if k == "Pad" and ops[1].val is not None:
-        return ctx.const(np.full(out.shape, np.asarray(ops[1].val).astype(dtype), dtype))
-    refuse(node, "an empty (zero-sized) operand", "avoid empty arrays here")
-
-
-def _empty_aware(rule):
-    def run(ctx, node, *ops):
-        if all(0 in o.shape for o in node.outputs):
-            outs = tuple(Empty(o) for o in node.outputs)
-            return outs if len(outs) > 1 else outs[0]
-        if any(isinstance(x, Empty) for x in ops):
-            return _from_empty(ctx, node, *ops)
-        return rule(ctx, node, *ops)
-    return run
 
 
 def _load_families():
@@ -156,7 +121,9 @@ def io_names(graph, input_names=None, output_names=None):
 
 
 def build_program(graph, opset, input_names=None, output_names=None):
-    """Lowers `graph` to a MIL Program with one function "main"."""
+    """Lowers `graph` to a MIL Program with one function "main". The graph holds no zero-size
+    value (backend.py folds them away first, empty.py); values above rank 5 that tiles pass
+    through are rewritten here (rank.py)."""
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.mil import Function, Program
     from .rank import lower_rank
@@ -169,8 +136,7 @@ def build_program(graph, opset, input_names=None, output_names=None):
     ctx = MilCtx(mb, opset)
     with Function(specs, opset_version=opset) as func:
         args = [boundary.enter(ctx, v, func.inputs[n]) for n, v in zip(in_names, graph.inputs)]
-        rules = {k: _empty_aware(r) for k, r in MIL_RULES.items()}
-        outs = interpret(graph, rules, args, ctx, backend="coreml")
+        outs = interpret(graph, MIL_RULES, args, ctx, backend="coreml")
         results = []
         for name, v, out in zip(out_names, graph.outputs, outs):
             results.append(boundary.leave(ctx, v, out, name))

@@ -1,0 +1,192 @@
+"""Zero-size values on Core ML, which has no empty tensors.
+
+JAX programs may take and return empty arrays. Everything about an empty value is known
+statically, so before lowering `fold_empty` takes them out of the graph: an empty input is no
+model input, a node whose results are all empty is dropped, and a node with a non-empty result
+that consumes an empty value is replaced by what that result must be (FOLDS: a reduction over an
+empty axis is its identity, a contraction over an empty axis is zeros, a concatenation skips
+its empty operands, a pad of nothing is all padding, a scatter of no updates is its operand).
+The MIL program never sees a zero-size tensor. Results that are empty, or that fold to
+constants, come from the host; when no result needs the device no model is built at all.
+
+Given / Result (f(x: f32[0,3], y: f32[2,3]) = (sum(x), concat([x, y]), x * 2)):
+    model inputs (y); model outputs (y)  -- concat of (empty, y) is y
+    host results: sum(x) = 0.0, x * 2 = zeros((0, 3))
+"""
+import numpy as np
+
+from ...errors import LoweringError
+from ...ir.graph import Builder
+from ...ir.interpret import where
+from ...ir.ops import OpKind as K
+from ...passes.dce import dce
+from .mil import _init_value
+from .rank import copy_node
+
+
+class Known:
+    """A value every element of which is known while lowering: here, an empty array."""
+
+    def __init__(self, value):
+        self.shape, self.dtype = value.shape, value.dtype
+
+
+def _live(ins):
+    return [x for x in ins if not isinstance(x, Known)]
+
+
+def _concat(b, node, ins):
+    live = _live(ins)
+    return (live[0],) if len(live) == 1 else copy_node(b, node, live)
+
+
+def _filled(b, node, value):
+    out = node.out
+    return (b.const(np.full(out.shape, value, out.dtype)),)
+
+
+def _pad(b, node, ins):
+    v, out = ins[1], node.out
+    if isinstance(v, Known) or v.node.kind is not K.Constant:
+        return (b.expand(v, out.shape, ()),)
+    return _filled(b, node, np.asarray(v.node.attrs["value"]))
+
+
+CONTRACTIONS = (K.DotGeneral, K.MatMul, K.Conv, K.Conv3d, K.ConvTranspose2d, K.ConvTranspose3d,
+                K.Conv2dBackwardInput, K.Conv2dBackwardWeight, K.Conv3dBackwardInput,
+                K.Conv3dBackwardWeight)
+FOLDS = {  # kind -> fold(builder, node, new operands) for a non-empty result of empty operands
+    K.Concat: _concat,
+    K.Reduce: lambda b, n, ins: _filled(b, n, _init_value(n.attrs["fn"], n.out.dtype)),
+    K.Pad: _pad,
+    K.Scatter: lambda b, n, ins: (ins[0],),          # no updates: the operand
+    K.ScatterAdd: lambda b, n, ins: (ins[0],),
+    K.DynamicUpdateSlice: lambda b, n, ins: (ins[0],),
+    **{k: lambda b, n, ins: _filled(b, n, 0) for k in CONTRACTIONS},
+}
+
+
+def _refuse(node):
+    raise LoweringError(
+        f"Core ML cannot run {node.kind.name} on a zero-size operand with a non-empty result "
+        f"(Core ML has no empty tensors and rlx_jax knows no constant for this result)\n"
+        f"  in `{node.text()}`{where(node)}\n"
+        f"  What to do: avoid the empty operand here, or use backend='xla' or 'mlx'")
+
+
+class Folded:
+    """The graph to lower plus how the original inputs and results map onto it.
+
+    `graph` is None when no result needs a model; `inputs` lists the original input positions
+    that are model inputs; `outputs[i]` is the position of result i among the model's outputs,
+    or the numpy array result i always is."""
+
+    def __init__(self, graph, inputs, outputs, source):
+        self.graph, self.inputs, self.outputs, self.source = graph, inputs, outputs, source
+
+    @property
+    def trivial(self):
+        return self.graph is self.source
+
+    def keeps_signature(self):
+        """Whether the model has every input and result of the original graph."""
+        return (len(self.inputs) == len(self.source.inputs)
+                and all(isinstance(o, int) for o in self.outputs))
+
+    def dropped(self):
+        """Text naming the empty inputs and the results known without a model."""
+        src = self.source
+        in_names = src.input_names or [f"input {i}" for i in range(len(src.inputs))]
+        out_names = src.output_names or [f"output {i}" for i in range(len(src.outputs))]
+        ins = [f"{nm}: {v.type_str()}" for i, (nm, v) in enumerate(zip(in_names, src.inputs))
+               if i not in self.inputs]
+        outs = [f"{nm}: {v.type_str()}" for nm, v, o in zip(out_names, src.outputs,
+                                                            self.outputs)
+                if not isinstance(o, int)]
+        return ", ".join(ins + outs)
+
+    def options(self, options):
+        """Backend options with input/output names narrowed to the model's inputs/outputs."""
+        options = dict(options)
+        ins, outs = options.get("input_names"), options.get("output_names")
+        if ins is not None and len(list(ins)) == len(self.source.inputs):
+            options["input_names"] = [list(ins)[i] for i in self.inputs]
+        if outs is not None and len(list(outs)) == len(self.outputs):
+            options["output_names"] = [nm for nm, o in zip(outs, self.outputs)
+                                       if isinstance(o, int)]
+        return options
+
+
+def fold_empty(graph, constants_on_host=True):
+    """`graph` without zero-size values (see the module docstring), as a Folded. Results that
+    fold to constants come from the host unless `constants_on_host` is False (then they stay
+    model outputs, as an exported package needs)."""
+    if not any(0 in v.shape for n in graph.nodes for v in n.outputs):
+        return Folded(graph, list(range(len(graph.inputs))), list(range(len(graph.outputs))),
+                      graph)
+    b, env, kept = Builder(graph.like()), {}, []
+    for n in graph.nodes:
+        if n.kind is K.Input:
+            if n.out.size:
+                kept.append(n.attrs["index"])
+                env[n.out.id] = b.input(n.out.shape, n.out.dtype)
+            else:
+                env[n.out.id] = Known(n.out)
+            continue
+        ins = [env[v.id] for v in n.inputs]
+        if all(o.size == 0 for o in n.outputs):
+            outs = [Known(o) for o in n.outputs]
+        elif any(isinstance(x, Known) for x in ins):
+            b.src = n.src
+            outs = FOLDS.get(n.kind, lambda b, n, ins: _refuse(n))(b, n, ins)
+        else:
+            outs = copy_node(b, n, ins)
+        for o, new in zip(n.outputs, outs):
+            env[o.id] = new
+    results, model_outs = [], []
+    for v in graph.outputs:
+        x = env[v.id]
+        if isinstance(x, Known):
+            results.append(np.zeros(v.shape, v.dtype))
+        elif constants_on_host and x.node.kind is K.Constant:
+            results.append(np.asarray(x.node.attrs["value"]).astype(v.dtype).reshape(v.shape))
+        else:
+            results.append(len(model_outs))
+            model_outs.append(x)
+    g = b.graph
+    g.outputs = model_outs
+    if graph.input_names is not None:
+        g.input_names = [graph.input_names[i] for i in kept]
+    if graph.output_names is not None:
+        g.output_names = [nm for nm, r in zip(graph.output_names, results) if isinstance(r, int)]
+    return Folded(dce(g).verify() if model_outs else None, kept, results, graph)
+
+
+class FoldedExecutable:
+    """Runs the model of a Folded graph (if any) on the non-empty inputs and puts the
+    statically known results in place; called like the unfolded graph's executable."""
+
+    def __init__(self, folded, inner):
+        self.folded, self.inner = folded, inner
+        self.graph = folded.source
+        self.runtime = inner.runtime if inner is not None else "static"
+        self.package_path = getattr(inner, "package_path", None)
+
+    def __call__(self, *args):
+        if len(args) != len(self.graph.inputs):
+            raise TypeError(f"expected {len(self.graph.inputs)} arrays, got {len(args)}")
+        outs = self.inner(*[args[i] for i in self.folded.inputs]) if self.inner else []
+        return [outs[o] if isinstance(o, int) else o.copy() for o in self.folded.outputs]
+
+
+class NoProgram:
+    """What `Lowered.as_text(level="backend")` / `op_counts` see when no model is built."""
+
+    def __init__(self, folded):
+        self.folded = folded
+
+    def op_counts(self):
+        return {}
+
+    def as_text(self):
+        return f"no Core ML model: every result is known statically ({self.folded.dropped()})"
