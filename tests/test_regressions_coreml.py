@@ -53,6 +53,8 @@ TOP_K = {   # name -> (input, k)
     "f16_nan": (np.array([1, np.nan, np.inf, 1, np.nan], np.float16), 4),
     "i32_ties": (TIES.astype(np.int32), 6),
     "i32_rank2": (np.array([[3, 1, 3, 1], [0, 0, 0, 0]], np.int32), 2),
+    "bool_ties": (np.array([[True, False, True, True], [False, False, True, False]]), 3),
+    "k0": (TIES, 0),
 }
 
 

@@ -146,7 +146,8 @@ def _top_k(ctx, node, x):
     value with NaN as +inf; the first k indices are kept."""
     mb, k, axis = ctx.mb, node.attrs["k"], node.inputs[0].ndim - 1
     if node.inputs[0].dtype.kind != "f":
-        idx = mb.argsort(x=x, axis=-1, ascending=False)
+        key = mb.cast(x=x, dtype="int32") if node.inputs[0].dtype == np.bool_ else x
+        idx = mb.argsort(x=key, axis=-1, ascending=False)
     else:
         isnan = mb.cast(x=mb.not_equal(x=x, y=x), dtype="int32")
         pos_zero = mb.logical_and(x=mb.equal(x=x, y=ctx.like(0, x)), y=mb.greater(
