@@ -117,8 +117,8 @@ def _split_reduce(b, y, reshape, reduce):
 
 
 def _pairs(graph):
-    """{middle value id: (producer node, consumer kind)} for high-rank middles whose every use
-    is a Reshape (after an Expand) or a Reduce (after a Reshape), and that are no outputs."""
+    """{middle value id: its producer} for high-rank middles whose every use is a Reshape
+    (after an Expand) or a Reduce (after a Reshape), and that are no graph outputs."""
     uses = {}
     for n in graph.nodes:
         for v in n.inputs:
