@@ -31,6 +31,7 @@ DTYPE_WEIGHTS = (0.5, 0.15, 0.2, 0.15)
 
 @dataclasses.dataclass
 class Config:
+    """Generator knobs. The defaults are the CLI's except grad_fraction (CLI: 0.3)."""
     min_ops: int = 3
     max_ops: int = 25
     max_rank: int = 4
@@ -38,11 +39,13 @@ class Config:
     zero_dim_prob: float = 0.03     # chance that a drawn dimension is 0
     special_prob: float = 0.05      # chance that a float input holds NaN/inf/-0.0 entries
     one_dim_prob: float = 0.2
-    grad_fraction: float = 0.0
-    max_abs: float = 1e4
+    grad_fraction: float = 0.0      # share of programs wrapped in jax.grad
+    max_abs: float = 1e4            # float32 values beyond this are ill-conditioned
     max_abs_f16: float = 300.0
     # Op names never drawn, e.g. ("conv1d", "conv2d") while a backend dies on them; and
-    # `conv_zero_size=False` keeps every conv operand free of size-0 dimensions.
+    # `conv_zero_size=False` keeps every conv operand free of size-0 dimensions. Float->int
+    # casts of NaN/inf/out-of-range values are never generated (XLA leaves them
+    # implementation-defined).
     exclude: tuple = ()
     conv_zero_size: bool = True
 

@@ -21,6 +21,11 @@ over the op families the program uses, in the lowest float precision it uses:
 Gradients (`jax.grad` programs) get 10x the table. Exact ops need no tolerance because the
 generator only applies discrete ops (comparisons, floor, argmax, casts to int) to values that
 are either exact or far from the decision boundary (generate.py).
+
+The oracle has quirks of its own; a mismatch report is worth checking against eager JAX:
+XLA's simplifier rewrites log(pow(x, c)) into c * log(|x|) (finite where x < 0), and XLA's CPU
+tanh loses relative accuracy in 1 + tanh(z) for z < -3 (the tail of the tanh-approximated
+gelu), so e.g. 1 / gelu(x) there differs from MLX and Core ML, which agree with each other.
 """
 import dataclasses
 
