@@ -189,6 +189,8 @@ EMPTY = {   # name -> (function, arguments)
     "min_empty_axis_i32": (lambda x: jnp.min(x, axis=0, initial=7), (E03.astype(np.int32),)),
     "prod_empty_axis": (lambda x: jnp.prod(x, axis=0), (E03,)),
     "any_empty_axis": (lambda x: jnp.any(x > 0, axis=0), (E03,)),
+    "and_empty_axis_i32": (lambda x: lax.reduce_and(x, (0,)), (E03.astype(np.int32),)),
+    "and_empty_inside_u8": (lambda y: lax.reduce_and(y[:0], (0,)), (Y23.astype(np.uint8),)),
     "concat_empty_operand": (lambda x, y: jnp.concatenate([x, y]), (E03, Y23)),
     "concat_empty_between": (lambda x, y: jnp.concatenate([y, x, y]) * 2, (E03, Y23)),
     "empty_result_of_nonempty_input": (lambda y: (y[:0], y * 2), (Y23,)),

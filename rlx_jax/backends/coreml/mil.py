@@ -74,8 +74,10 @@ def _init_value(fn, dtype):
     the padding of windowed reductions."""
     if fn in ("sum", "or", "xor"):
         return np.zeros((), dtype)
-    if fn in ("prod", "and"):
+    if fn == "prod":
         return np.ones((), dtype)
+    if fn == "and":                   # all bits set: True, -1, or the unsigned maximum
+        return np.invert(np.zeros((), dtype))
     if dtype == np.bool_:
         return np.asarray(fn == "min")
     if dtype.kind == "f":
