@@ -127,7 +127,9 @@ def _gather(ctx, node, x, idx):
     if is_bool:
         g = mb.cast(x=g, dtype="bool")
     nb, dims = len(batch), [indexed[j] for j, _ in wins] + kept
-    g = reshape(ctx, g, batch + tuple(sizes[d] for d in dims))
+    nbw = int(np.prod(batch, dtype=np.int64)) * int(np.prod([n for _, n in wins]))
+    g = _reshaped(ctx, g, (nbw,) + tuple(sizes[d] for d in kept),
+                  batch + tuple(sizes[d] for d in dims))
     g = _moved(ctx, g, list(range(nb)) + [nb + j for j in np.argsort(dims, kind="stable")])
     offsets = [d for d in range(len(shape)) if d not in collapsed]
     mid = batch + tuple(sizes[d] for d in offsets)
