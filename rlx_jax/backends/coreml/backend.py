@@ -1,9 +1,8 @@
 """The Core ML backend object: claims, options, build / convert / cache / run."""
-import os
 import time
 
 from ...errors import LoweringError, RlxError
-from . import claims, package
+from . import claims, package, package_cache
 from .mil import MIL_RULES, build_program as _build, io_names
 from .empty import FoldedExecutable, NoProgram, fold_empty
 
@@ -15,7 +14,8 @@ def _opset(options):
 def build(graph, options, timings=None):
     """Legalized graph -> MilProgram (timed as "mil_build")."""
     t0 = time.perf_counter()
-    prog = _build(graph, _opset(options), options.input_names, options.output_names)
+    with package_cache.MIL_LOCK:       # coremltools' MIL builder state is global
+        prog = _build(graph, _opset(options), options.input_names, options.output_names)
     if timings is not None:
         timings["mil_build"] = time.perf_counter() - t0
     return prog
@@ -81,8 +81,7 @@ class CoremlBackend:
         return build(folded.graph, package.Options(**folded.options(options)))
 
     def package_path(self, graph, options):
-        key = package.graph_hash(graph, options)
-        return os.path.join(package.cache_dir(), f"{graph.name}-{key}.mlpackage")
+        return package.entry_path(graph.name, package.graph_hash(graph, options))
 
     def lower(self, graph, name=None, timings=None, **options):
         """Zero-size inputs and results stay off the model (empty.py); a graph whose results
@@ -97,7 +96,7 @@ class CoremlBackend:
         from .runtime import CoremlExecutable
         opts = package.Options(**options)
         path = self.package_path(graph, opts)
-        if not os.path.exists(path):
-            write_package(graph, opts, path, timings, overwrite=False)
         ins, outs = io_names(graph, opts.input_names, opts.output_names)
-        return CoremlExecutable(graph, path, ins, outs, opts.ct_units())
+        return package_cache.cached(
+            path, lambda: write_package(graph, opts, path, timings, overwrite=False),
+            lambda: CoremlExecutable(graph, path, ins, outs, opts.ct_units()))

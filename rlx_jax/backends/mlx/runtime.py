@@ -14,7 +14,9 @@ which is evaluated eagerly for that reason -- and restores it right after, so th
 is untouched for everything else (a later call that needs a new kernel variant, e.g. for
 non-contiguous inputs, builds it under the user's TMPDIR). Kernels sit in
 `cache_dir()/<mlx version>/cpu`, cache_dir() = `<root>/mlx`. With Metal (macOS GPU) kernels are
-built in memory and nothing is written.
+built in memory and nothing is written. kernel_cache.py keeps that directory sound (libraries cut
+short, builds of several threads and processes); an unwritable root falls back to a temporary one
+(rlx_jax/cache.py).
 """
 import os
 import shutil
@@ -24,7 +26,10 @@ import mlx.core as mx
 import numpy as np
 from absl import logging
 
+from ... import cache
+from ...cache import CacheDirError
 from ...errors import BadArgumentError, LoweringError, RlxError
+from .kernel_cache import building_kernels, remove_unloadable
 
 try:
     import ml_dtypes
@@ -74,13 +79,13 @@ def to_jax(x):
 
 
 def _cache_root():
-    return os.environ.get("RLX_JAX_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "rlx_jax")
+    return cache.cache_root()
 
 
 def cache_dir():
     """Where MLX's compiled CPU kernels go: <root>/mlx/<mlx version>/cpu (MLX appends the
-    version and device itself); root = $RLX_JAX_CACHE_DIR or ~/.cache/rlx_jax."""
+    version and device itself); root = $RLX_JAX_CACHE_DIR or ~/.cache/rlx_jax, or a temporary
+    stand-in when that is not writable (see rlx_jax/cache.py)."""
     return os.path.join(_cache_root(), "mlx")
 
 
@@ -93,32 +98,25 @@ def compile_unavailable_reason():
     return None
 
 
-_LOGGED = set()
-_ENV_LOCK = threading.Lock()
+_LOGGED = {}            # reasons logged, oldest first; bounded so that retraces cannot grow it
+_LOGGED_MAX = 256
+_LOG_LOCK = threading.Lock()
 
 
 def log_once(key, msg):
-    if key not in _LOGGED:
-        _LOGGED.add(key)
-        logging.warning(msg)
+    """Logs `msg` unless `key` was logged already (among the last _LOGGED_MAX keys)."""
+    with _LOG_LOCK:
+        if key in _LOGGED:
+            return
+        _LOGGED[key] = None
+        if len(_LOGGED) > _LOGGED_MAX:
+            del _LOGGED[next(iter(_LOGGED))]
+    logging.warning(msg)
 
 
-class _KernelCacheDir:
-    """Points TMPDIR at the package's cache directory while MLX builds kernels."""
-
-    def __enter__(self):
-        _ENV_LOCK.acquire()
-        self.old = os.environ.get("TMPDIR")
-        d = _cache_root()
-        os.makedirs(d, exist_ok=True)
-        os.environ["TMPDIR"] = d                         # MLX builds into $TMPDIR/mlx/...
-
-    def __exit__(self, *exc):
-        if self.old is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = self.old
-        _ENV_LOCK.release()
+def _evaluated(outs):
+    mx.eval(outs)
+    return outs
 
 
 def _converter(dtype):
@@ -184,21 +182,35 @@ class MlxExecutable:
     def _first_call(self, *ins):
         """Builds kernels under cache_dir(); falls back to eager MLX when mx.compile fails."""
         try:
-            with _KernelCacheDir():
-                outs = self._fn(*ins)
-                mx.eval(outs)
+            outs = self._build(ins) if self.compiled else self._fn(*ins)
+        except CacheDirError as e:
+            outs = self._uncompiled(ins, str(e))
         except RlxError:
             raise
         except Exception as e:  # noqa: BLE001 - compile failure: say why once, run eagerly
             if not self.compiled:
                 raise
-            reason = f"mx.compile failed on '{self.name}': {type(e).__name__}: {e}"
-            log_once(reason, f"rlx_jax mlx backend: running uncompiled: {reason}")
-            self._fn, self.compiled, self.why_uncompiled = self._raw, False, reason
-            self.runtime = "mlx-eager"
-            outs = self._fn(*ins)
+            outs = self._uncompiled(
+                ins, f"mx.compile failed on '{self.name}': {type(e).__name__}: {e}")
         self._call = self._fn
         return outs
+
+    def _build(self, ins):
+        """The first compiled call, evaluated while kernels may be built into the cache; a
+        cached kernel library MLX cannot load is removed and the call retried once."""
+        with building_kernels() as root:
+            try:
+                return _evaluated(self._fn(*ins))
+            except RuntimeError as e:
+                if not remove_unloadable(e, root):
+                    raise
+                return _evaluated(self._fn(*ins))
+
+    def _uncompiled(self, ins, reason):
+        log_once(reason, f"rlx_jax mlx backend: running uncompiled: {reason}")
+        self._fn, self.compiled, self.why_uncompiled = self._raw, False, reason
+        self.runtime = "mlx-eager"
+        return self._fn(*ins)
 
     def __call__(self, *args):
         return self._out(self._call(*self._inputs(args)))
