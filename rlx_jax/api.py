@@ -11,11 +11,13 @@ import time
 import jax
 import numpy as np
 
-from .backends.base import get_backend, kept_kinds
-from .errors import BadArgumentError, RlxError
+from . import options as _options
+from .backends.base import all_backends, get_backend, kept_kinds
+from .errors import BadArgumentError, RlxError, UnsupportedTransformationError
 from .frontend.trace import graph_from_jaxpr
 from .passes.legalize import legalize
 from .passes.recognize import recognize
+from . import transforms
 
 _SCALAR_TYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
 _SCALAR_TYPES_X64 = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
@@ -23,6 +25,10 @@ _SCALAR_TYPES_X64 = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
 _NARROW = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
            np.dtype(np.uint64): np.dtype(np.uint32)}
 _DTYPES = {}   # dtype object of any array library -> numpy dtype (memoised: hot path)
+
+
+class _PrngKeyDtype(Exception):
+    """The dtype is JAX's typed PRNG key dtype (key<fry>, ...), not an array dtype."""
 
 
 def _to_np_dtype(dtype):
@@ -33,8 +39,14 @@ def _to_np_dtype(dtype):
     try:
         out = np.dtype(dtype)
     except TypeError:
-        from .backends.mlx.runtime import mlx_to_np_dtype  # an mx.Dtype
-        out = mlx_to_np_dtype(dtype)
+        if type(dtype).__module__.startswith("mlx"):
+            from .backends.mlx.runtime import mlx_to_np_dtype  # an mx.Dtype
+            out = mlx_to_np_dtype(dtype)
+        elif jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            raise _PrngKeyDtype() from None
+        else:
+            raise BadArgumentError(f"dtype {dtype} is not an array dtype rlx_jax knows; pass "
+                                   f"float/int/uint/bool arrays") from None
     try:
         _DTYPES[dtype] = out
     except TypeError:
@@ -47,6 +59,8 @@ def _leaf_signature(x, path, x64=False):
     t = type(x)
     if t in _SCALAR_TYPES:
         return ((), (_SCALAR_TYPES_X64 if x64 else _SCALAR_TYPES)[t], t is not bool)
+    if isinstance(x, jax.core.Tracer):
+        raise _TracedArgument(x)
     shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
     if shape is None or dtype is None:
         if isinstance(x, complex):
@@ -55,7 +69,14 @@ def _leaf_signature(x, path, x64=False):
             f"argument {path} has type {t.__name__}, which is not an array or a number; "
             f"pass jax/numpy/mlx arrays or Python scalars, or mark it static "
             f"(static_argnums/static_argnames)")
-    dtype = _to_np_dtype(dtype)
+    try:
+        dtype = _to_np_dtype(dtype)
+    except _PrngKeyDtype:
+        raise BadArgumentError(
+            f"argument {path} is a typed PRNG key ({dtype}); random numbers cannot be drawn "
+            f"inside rlx_jax.jit yet: draw them outside and pass the arrays in (e.g. "
+            f"jax.random.normal(key, shape)), or pass the key's raw uint32 data "
+            f"(jax.random.key_data(key)) if the function only passes it through") from None
     if not x64:
         dtype = _NARROW.get(dtype, dtype)
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
@@ -120,26 +141,32 @@ class Lowered:
             if build is None:
                 raise BadArgumentError(
                     f"backend '{self.backend.name}' has no backend-level program; use level='ir'")
-            self._backend_program = build(self.legalized, name=self.name, **self.options)
+            opts = {k: v for k, v in self.options.items() if k != "output"}
+            self._backend_program = build(self.legalized, name=self.name, **opts)
         return self._backend_program
 
     def compile(self):
         t0 = time.perf_counter()
-        exe = self.backend.lower(self.legalized, name=self.name, **self.options)
+        opts = {k: v for k, v in self.options.items() if k != "output"}
+        exe = self.backend.lower(self.legalized, name=self.name, **opts)
         self.timings["lower"] = time.perf_counter() - t0
-        return Compiled(exe, self)
+        return Compiled(exe, self, self.options.get("output", _options.DEFAULT_OUTPUT))
 
 
 class Compiled:
     """A lowered, ready executable; call it with the same argument structure as the function."""
 
-    def __init__(self, executable, lowered):
+    def __init__(self, executable, lowered, output=_options.DEFAULT_OUTPUT):
         self.executable = executable
         self.lowered = lowered
         self.runtime = getattr(executable, "runtime", lowered.backend.name)
+        self.output = output
+        self._convert = lowered.backend.output_converter(output)
 
     def call_flat(self, leaves):
         outs = self.executable(*leaves)
+        if self._convert is not None:
+            outs = self._convert(outs)
         return jax.tree_util.tree_unflatten(self.lowered.out_tree, outs)
 
     def __call__(self, *args, **kwargs):
@@ -150,12 +177,30 @@ class Compiled:
         return self.call_flat(leaves)
 
 
+_METADATA = ("__module__", "__name__", "__qualname__", "__doc__")
+
+
+def _callable_name(fun):
+    name = getattr(fun, "__name__", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(fun, functools.partial):
+        return f"partial({_callable_name(fun.func)})"
+    return type(fun).__name__
+
+
 class Jitted:
     def __init__(self, fun, backend, static_argnums, static_argnames, options):
         self.fun = fun
         self.backend_name = backend
         self.options = dict(options)
-        functools.update_wrapper(self, fun)
+        for attr in _METADATA:            # the wrapped function's metadata, never its __dict__
+            try:                          # (jax.grad's wrapper carries an inner Jitted's state)
+                setattr(self, attr, getattr(fun, attr))
+            except AttributeError:
+                pass
+        self.__name__ = _callable_name(fun)
+        self.__wrapped__ = fun
         try:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):
@@ -169,7 +214,22 @@ class Jitted:
         self._cache = {}
         self._lock = threading.Lock()
         self._backend = None
+        self._method = None
         self.trace_count = 0
+
+    def __get__(self, obj, objtype=None):
+        """`@jit` on a method: the instance is the first argument, static (hashed with its
+        __hash__, by identity unless the class defines one) unless it is a pytree node of
+        arrays (a registered pytree class, e.g. a dataclass of parameters)."""
+        if obj is None:
+            return self
+        if jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(obj)) \
+                and 0 not in self.static_argnums:
+            if self._method is None:
+                self._method = Jitted(self.fun, self.backend_name,
+                                      tuple(self.static_argnums | {0}), (), self.options)
+            return _Bound(self._method, obj)
+        return _Bound(self, obj)
 
     # ---- argument handling ----
     def _split(self, args, kwargs):
@@ -183,10 +243,8 @@ class Jitted:
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         try:
             hash(statics)
-        except TypeError as e:
-            raise BadArgumentError(
-                f"static argument of {self.__name__} is not hashable ({e}); pass a tuple instead "
-                f"of a list, or make it a dynamic (array) argument") from None
+        except TypeError:
+            _unhashable(self.__name__, statics)
         return statics, dyn_args, dyn_kwargs
 
     def _key(self, args, kwargs):
@@ -199,7 +257,8 @@ class Jitted:
             try:
                 sigs.append(_leaf_signature(x, f"#{i}", x64))
             except BadArgumentError:
-                paths = paths or [jax.tree_util.keystr(p) for p, _ in
+                paths = paths or [("args" if p[0].idx == 0 else "kwargs") +
+                                  jax.tree_util.keystr(p[1:]) for p, _ in
                                   jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0]]
                 _leaf_signature(x, f"{paths[i]} of {self.__name__}")
         return (tree, tuple(sigs), statics), leaves
@@ -228,7 +287,8 @@ class Jitted:
             except TypeError as e:
                 raise BadArgumentError(f"{self.__name__}: {e}") from None
         t0 = time.perf_counter()
-        closed = jax.make_jaxpr(flat_fun)(*structs)
+        with transforms.tracing():
+            closed = jax.make_jaxpr(flat_fun)(*structs)
         t1 = time.perf_counter()
         graph = graph_from_jaxpr(closed, name=self.__name__)
         params = [p.name for p in self._sig.parameters.values()] if self._sig else []
@@ -245,7 +305,10 @@ class Jitted:
         return get_backend(self.backend_name, graph)
 
     def lower(self, *args, **kwargs):
-        key, _ = self._key(args, kwargs)
+        try:
+            key, _ = self._key(args, kwargs)
+        except _TracedArgument as e:
+            transforms.refuse(self.__name__, self.backend_name, e.args[0])
         return self._lower(key, args, kwargs)
 
     def _lower(self, key, args, kwargs):
@@ -257,10 +320,16 @@ class Jitted:
         legal = legalize(graph, keep, backend=backend.name)
         timings["legalize"] = time.perf_counter() - t0
         opts = {k: v for k, v in self.options.items() if k != "native_backward"}
+        opts.setdefault("output", _options.DEFAULT_OUTPUT)
         return Lowered(graph, legal, backend, opts, key[0], out_tree, timings, self.__name__)
 
     def __call__(self, *args, **kwargs):
-        key, leaves = self._key(args, kwargs)
+        try:
+            key, leaves = self._key(args, kwargs)
+        except _TracedArgument as e:
+            if transforms.inside_trace():
+                return self.fun(*args, **kwargs)       # inlined into the outer rlx_jax trace
+            transforms.refuse(self.__name__, self.backend_name, e.args[0])
         compiled = self._cache.get(key)
         if compiled is None:
             with self._lock:
@@ -282,12 +351,55 @@ def jit(fun=None, *, backend="auto", static_argnums=(), static_argnames=(), **op
     """
     if not isinstance(backend, str):
         raise BadArgumentError(f"backend must be a string, got {backend!r}")
+    backends = all_backends()
+    if backend != "auto" and backend not in backends:
+        raise BadArgumentError(
+            f"unknown backend {backend!r}; choose one of {sorted(backends) + ['auto']}")
+    _options.check_options(backend, options, backends)
     if fun is None:
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,
                                  static_argnames=static_argnames, **options)
     if not callable(fun):
         raise BadArgumentError(f"jit expects a function, got {type(fun).__name__}")
     return Jitted(fun, backend, static_argnums, static_argnames, options)
+
+
+class _Bound:
+    """A jitted method bound to an instance (what `Jitted.__get__` returns)."""
+
+    def __init__(self, jitted, obj):
+        self._jitted, self._obj = jitted, obj
+        self.__wrapped__ = jitted.__wrapped__
+        self.__name__ = jitted.__name__
+
+    def __call__(self, *args, **kwargs):
+        return self._jitted(self._obj, *args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        return self._jitted.lower(self._obj, *args, **kwargs)
+
+
+class _TracedArgument(Exception):
+    """An argument leaf is a JAX tracer (args[0]): the function is being transformed."""
+
+
+def _unhashable(name, statics):
+    """Raises the error for the first static argument that cannot be hashed."""
+    for where, value in statics:
+        try:
+            hash(value)
+        except TypeError as e:
+            what = f"argument {where}" if isinstance(where, int) else f"argument '{where}'"
+            text = repr(value)
+            text = text if len(text) <= 60 else text[:57] + "..."
+            hint = ("pass a tuple instead of a list" if isinstance(value, list) else
+                    "pass it as a dynamic argument (leave it out of static_argnums/"
+                    "static_argnames)" if hasattr(value, "shape") else
+                    "give its class __hash__ and __eq__, or pass it as a dynamic argument")
+            raise BadArgumentError(
+                f"Non-hashable static arguments are not supported: static {what} of {name} is "
+                f"an object of type {type(value).__name__} ({text}), and hashing it failed "
+                f"with TypeError: {e}. Static arguments key the compile cache; {hint}") from None
 
 
 __all__ = ["jit", "Jitted", "Lowered", "Compiled", "RlxError"]

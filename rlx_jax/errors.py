@@ -27,3 +27,8 @@ class BadArgumentError(RlxError, TypeError):
 
 class BackendUnavailableError(RlxError):
     """The requested backend cannot run on this machine."""
+
+
+class UnsupportedTransformationError(RlxError):
+    """A JAX transformation (jax.grad, jax.vmap, jax.jit, ...) was applied to an rlx_jax.jit
+    function from outside rlx_jax.jit."""

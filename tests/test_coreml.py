@@ -198,8 +198,8 @@ def test_uint32_provably_in_range_is_narrowed():
 # ---- options ----
 
 def test_unknown_option_is_refused():
-    with pytest.raises(errors.BadArgumentError, match="unknown Core ML option"):
-        rlx_jax.jit(jnp.sin, backend="coreml", bogus=1)(f32(2))
+    with pytest.raises(errors.BadArgumentError, match="unknown option.*bogus.*compute_precision"):
+        rlx_jax.jit(jnp.sin, backend="coreml", bogus=1)
 
 
 @pytest.mark.parametrize("opt", [{"compute_units": "gpu"}, {"compute_precision": "int8"},

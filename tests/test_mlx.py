@@ -21,7 +21,7 @@ if "mlx" in rlx_jax.available_backends():
 
     from rlx_jax.backends.mlx import claims
     from rlx_jax.backends.mlx.lower import MLX_RULES
-    from rlx_jax.backends.mlx.runtime import cache_dir, mlx_to_np_dtype, to_numpy
+    from rlx_jax.backends.mlx.runtime import backing_array, cache_dir, mlx_to_np_dtype, to_numpy
 
 
 def _python(code, **env):
@@ -44,7 +44,7 @@ def test_listed_first_and_picked_by_auto():
     assert rlx_jax.available_backends()[0] == "mlx"
     f = rlx_jax.jit(lambda x: x * 2)
     out = f(np.ones(3, np.float32))
-    assert isinstance(out, mx.array)
+    assert isinstance(out, jax.Array)
     assert f._cache[next(iter(f._cache))].lowered.backend.name == "mlx"
 
 
@@ -59,7 +59,7 @@ def test_dtypes_round_trip(dtype):
     def f(a):
         return a.T, (a == a[0]), jnp.max(a, axis=0)
     want = jax.jit(f)(x)
-    got = rlx_jax.jit(f, backend="mlx")(x)
+    got = rlx_jax.jit(f, backend="mlx", output="native")(x)
     for g, w in zip(got, want):
         assert mlx_to_np_dtype(g.dtype) == w.dtype
         np.testing.assert_array_equal(to_numpy(g), np.asarray(w))
@@ -106,12 +106,14 @@ def test_argument_types(kind):
 
 
 def test_mlx_argument_dtype_is_read_by_jit():
-    out = rlx_jax.jit(lambda a: a + 1, backend="mlx")(mx.array([1, 2], dtype=mx.int16))
+    out = rlx_jax.jit(lambda a: a + 1, backend="mlx", output="native")(
+        mx.array([1, 2], dtype=mx.int16))
     assert out.dtype == mx.int16 and to_numpy(out).tolist() == [2, 3]
     assert mlx_to_np_dtype(mx.bfloat16) == np.dtype(ml_dtypes.bfloat16)
 
 
-@pytest.mark.parametrize("output,typ", [("mlx", "mx"), ("numpy", np.ndarray), ("jax", jax.Array)])
+@pytest.mark.parametrize("output,typ", [("native", "mx"), ("numpy", np.ndarray),
+                                        ("jax", jax.Array)])
 def test_output_option(output, typ):
     typ = mx.array if typ == "mx" else typ
     f = rlx_jax.jit(lambda x: (x + 1, {"b": (x * 2).astype(jnp.bfloat16)}), backend="mlx",
@@ -127,9 +129,11 @@ def test_output_option(output, typ):
 
 def test_bad_options_are_refused():
     with pytest.raises(errors.BadArgumentError, match="output"):
-        rlx_jax.jit(lambda x: x, backend="mlx", output="torch")(np.ones(2, np.float32))
-    with pytest.raises(errors.BadArgumentError, match="no option"):
-        rlx_jax.jit(lambda x: x, backend="mlx", fast=True)(np.ones(2, np.float32))
+        rlx_jax.jit(lambda x: x, backend="mlx", output="torch")
+    with pytest.raises(errors.BadArgumentError, match="unknown option"):
+        rlx_jax.jit(lambda x: x, backend="mlx", fast=True)
+    with pytest.raises(errors.BadArgumentError, match="compile"):
+        rlx_jax.jit(lambda x: x, backend="mlx", compile="yes")
 
 
 def _loss(p, x, y):
@@ -142,12 +146,15 @@ def _step(p, x, y):
     return jax.tree.map(lambda a, b: a - 0.1 * b, p, g), loss
 
 
-def test_training_loop_feeds_results_back_without_copies():
+@pytest.mark.parametrize("output", ["jax", "native"])
+def test_training_loop_feeds_results_back_without_copies(output):
+    """Results fed back are not converted: mx.arrays as they are; jax.Arrays (the default
+    output) by the mx.array each one remembers."""
     r = np.random.RandomState(1)
     p = {"w1": r.randn(4, 8).astype(np.float32) * .5, "b1": np.zeros(8, np.float32),
          "w2": r.randn(8, 1).astype(np.float32) * .5}
     x, y = r.randn(16, 4).astype(np.float32), r.randn(16, 1).astype(np.float32)
-    step = rlx_jax.jit(_step, backend="mlx")
+    step = rlx_jax.jit(_step, backend="mlx", output=output)
     pj, pm = p, p
     xm, ym = mx.array(x), mx.array(y)
     for _ in range(5):
@@ -157,7 +164,10 @@ def test_training_loop_feeds_results_back_without_copies():
     assert step.trace_count == 1      # numpy and mx.array arguments share one executable
     exe = next(iter(step._cache.values())).executable
     leaves = jax.tree.leaves(pm)
-    assert all(a is b for a, b in zip(exe._inputs(leaves), leaves))   # no conversion, no copy
+    native = leaves if output == "native" else [backing_array(a) for a in leaves]
+    assert all(isinstance(a, mx.array if output == "native" else jax.Array) for a in leaves)
+    assert all(isinstance(b, mx.array) for b in native)
+    assert all(a is b for a, b in zip(exe._inputs(leaves), native))   # no conversion, no copy
     for k in p:
         np.testing.assert_allclose(np.asarray(pm[k]), np.asarray(pj[k]), rtol=1e-4, atol=1e-6)
 

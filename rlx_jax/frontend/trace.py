@@ -16,6 +16,7 @@ from ..errors import RlxError, UnsupportedPrimitiveError
 from ..ir.graph import Builder, Graph, Value
 from ..ir.ops import OpKind
 from ..passes.dce import dce
+from ..transforms import tracing
 from .rules import JAXPR_RULES, UNSUPPORTED
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -180,5 +181,6 @@ def trace(fun, *args, static_argnums=(), **kwargs):
     """Traces `fun(*args, **kwargs)` and returns its RLX IR Graph (inputs: flattened leaves)."""
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
-    closed = jax.make_jaxpr(fun, static_argnums=static_argnums)(*args, **kwargs)
+    with tracing():             # an rlx_jax.jit function traced here is inlined
+        closed = jax.make_jaxpr(fun, static_argnums=static_argnums)(*args, **kwargs)
     return graph_from_jaxpr(closed, name=getattr(fun, "__name__", "main"))

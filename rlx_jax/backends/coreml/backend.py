@@ -43,6 +43,11 @@ def write_package(graph, options, path, timings=None, overwrite=True):
     return path
 
 
+def _to_jax(outs):
+    import jax
+    return [jax.device_put(o) for o in outs]
+
+
 class CoremlBackend:
     name = "coreml"
     SUPPORTED_OPS = claims.SUPPORTED_OPS
@@ -73,6 +78,14 @@ class CoremlBackend:
         except RlxError:
             return False
         return True
+
+    def check_options(self, options):
+        package.import_coremltools()
+        package.Options(**options)
+
+    def output_converter(self, output):
+        """outs -> outs for jit's `output` option (None: the numpy arrays as they are)."""
+        return _to_jax if output == "jax" else None
 
     def build_program(self, graph, name=None, **options):
         folded = fold_empty(graph)

@@ -17,7 +17,12 @@ def export_coreml(fun, *args, path, **options):
     if not str(path).endswith(".mlpackage"):
         raise BadArgumentError(f"path must end in .mlpackage, got {path!r}")
     static = options.pop("static_argnums", ())
-    options.pop("compute_units", None)
+    if "compute_units" in options:
+        raise BadArgumentError(
+            "export_coreml: compute_units is not stored in an .mlpackage; Core ML picks the "
+            "units when the package is loaded: coremltools.models.MLModel(path, "
+            "compute_units=coremltools.ComputeUnit.CPU_AND_NE) in Python, or "
+            "MLModelConfiguration.computeUnits in an app")
     lowered = jit(fun, backend="coreml", static_argnums=static).lower(*args)
     opts = Options(source=options.pop("source", None) or getattr(fun, "__qualname__",
                                                                   repr(fun)),

@@ -1,8 +1,8 @@
 """The MLX backend: IR -> MLX ops (MLX_RULES) -> one `mx.compile`d function.
 
-Runs on Metal on macOS and on the CPU on Linux (`mlx[cpu]`). Options (given to `rlx_jax.jit`):
-`output="mlx" | "numpy" | "jax"` (type of the results, default `mx.array`), `compile=False`
-(run MLX eagerly, without `mx.compile`).
+Runs on Metal on macOS and on the CPU on Linux (`mlx[cpu]`). Its own option (given to
+`rlx_jax.jit`): `compile=False` (run MLX eagerly, without `mx.compile`). Its native results
+are `mx.array`s (`output="native"`).
 """
 from ...errors import BadArgumentError
 from ..base import register_backend
@@ -21,7 +21,7 @@ class MlxBackend:
     SUPPORTED_OPS = claims.SUPPORTED_OPS
     NATIVE_BACKWARD_OPS = claims.NATIVE_BACKWARD_OPS
     BACKWARD_OPS = claims.BACKWARD_OPS
-    options = ("output", "compile")
+    options = ("compile",)
 
     def available(self):
         return _IMPORT_ERROR is None
@@ -29,11 +29,17 @@ class MlxBackend:
     def unavailable_reason(self):
         return _IMPORT_ERROR or ""
 
+    def check_options(self, options):
+        if not isinstance(options.get("compile", True), bool):
+            raise BadArgumentError(f"backend 'mlx': compile={options['compile']!r}; it must be "
+                                   f"True or False")
+
+    def output_converter(self, output):
+        """outs -> outs for jit's `output` option (None: the mx.arrays as they are)."""
+        from .runtime import OUTPUTS
+        return OUTPUTS[output]
+
     def lower(self, graph, name=None, **options):
-        unknown = sorted(set(options) - set(self.options))
-        if unknown:
-            raise BadArgumentError(
-                f"backend 'mlx' has no option(s) {unknown}; its options are {list(self.options)}")
         from .lower import lower
         return lower(graph, name=name, **options)
 

@@ -71,10 +71,10 @@ def build_function(graph):
     return run
 
 
-def lower(graph, name=None, output="mlx", compile=True):
+def lower(graph, name=None, compile=True):
     check_dtypes(graph)
     return MlxExecutable(name or graph.name, build_function(graph),
-                         [v.dtype for v in graph.inputs], output=output, compile=compile)
+                         [v.dtype for v in graph.inputs], compile=compile)
 
 
 class MlxProgram:

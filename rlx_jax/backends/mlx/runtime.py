@@ -3,8 +3,11 @@
 Argument conversion (measured with mlx 0.32.4 on Linux): an `mx.array` argument is passed through
 untouched; numpy arrays, jax arrays and Python scalars are copied into a new `mx.array` (MLX has
 no zero-copy import of foreign memory: `mx.array(np)` and `mx.from_dlpack` both copy, ~0.1 ms per
-4 MB). A jax CPU array is first viewed as numpy (`np.asarray`, zero-copy), then copied once.
-Outputs are `mx.array`s; feeding them back into the next call copies nothing.
+4 MB). A jax CPU array is first viewed as numpy (`np.asarray`, zero-copy), then copied once, except a
+jax.Array that an MLX program returned (`to_jax`): it remembers its mx.array, which is passed
+as it is. Non-contiguous numpy views (reversed, strided) are made contiguous first.
+Outputs (`OUTPUTS`, the jit option `output`): jax.Arrays by default, numpy arrays, or the
+mx.arrays themselves (`output="native"`); feeding either kind back copies nothing.
 
 Kernel cache: on CPU, `mx.compile` writes generated C++ and the `g++`-built shared objects under
 `std::filesystem::temp_directory_path() / "mlx"`, i.e. `$TMPDIR/mlx` (read from the environment
@@ -21,14 +24,16 @@ short, builds of several threads and processes); an unwritable root falls back t
 import os
 import shutil
 import threading
+import weakref
 
+import jax
 import mlx.core as mx
 import numpy as np
 from absl import logging
 
 from ... import cache
 from ...cache import CacheDirError
-from ...errors import BadArgumentError, LoweringError, RlxError
+from ...errors import LoweringError, RlxError
 from .kernel_cache import building_kernels, remove_unloadable
 
 try:
@@ -73,9 +78,33 @@ def to_numpy(x):
     return np.asarray(x)
 
 
-def to_jax(x):
-    import jax.numpy as jnp
-    return jnp.asarray(np.array(to_numpy(x)))
+_BACKING = {}   # id(jax.Array made by to_jax) -> (weak reference to it, its mx.array)
+
+
+def _forget(key):
+    def drop(_ref):
+        _BACKING.pop(key, None)
+    return drop
+
+
+def to_jax(xs):
+    """Evaluated mx.arrays as jax.Arrays that remember them: passed back to an MLX program, a
+    jax.Array's mx.array is used and nothing is copied. Making them costs one copy each (MLX
+    buffers are 16-byte aligned; jax's CPU client imports only 64-byte aligned memory without
+    copying) and one batched device_put; each mx.array lives as long as its jax.Array."""
+    outs = jax.device_put([to_numpy(x) for x in xs])
+    for out, x in zip(outs, xs):
+        key = id(out)
+        _BACKING[key] = (weakref.ref(out, _forget(key)), x)
+    return outs
+
+
+def backing_array(x):
+    """The mx.array behind a jax.Array made by to_jax, else None."""
+    entry = _BACKING.get(id(x))
+    if entry is not None and entry[0]() is x:
+        return entry[1]
+    return None
 
 
 def _cache_root():
@@ -125,14 +154,17 @@ def _converter(dtype):
     def convert(x):
         if type(x) is mx.array:
             return x.astype(mxdt)
-        if not isinstance(x, (np.ndarray, np.generic, bool, int, float)):
-            x = np.asarray(x)   # jax.Array (zero-copy on CPU), lists, ...
+        if isinstance(x, jax.Array):
+            back = backing_array(x)
+            if back is not None:               # a result of an MLX program, fed back
+                return back if back.dtype == mxdt else back.astype(mxdt)
+            x = np.asarray(x)                  # zero-copy on CPU
+        elif not isinstance(x, (np.ndarray, np.generic, bool, int, float)):
+            x = np.asarray(x)                  # lists, other array types, ...
+        if isinstance(x, np.ndarray) and not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)        # MLX imports no negative or gapped strides
         return mx.array(x, dtype=mxdt)
     return convert
-
-
-def _no_conversion(outs):
-    return outs
 
 
 def _numpy_outputs(outs):
@@ -142,24 +174,20 @@ def _numpy_outputs(outs):
 
 def _jax_outputs(outs):
     mx.eval(outs)
-    return [to_jax(o) for o in outs]
+    return to_jax(outs)
 
 
-OUTPUTS = {"mlx": _no_conversion, "numpy": _numpy_outputs, "jax": _jax_outputs}
+OUTPUTS = {"native": None, "numpy": _numpy_outputs, "jax": _jax_outputs}
 
 
 class MlxExecutable:
     """Runs a lowered graph: converts arguments, calls the (compiled) MLX function."""
 
-    def __init__(self, name, fn, in_dtypes, output="mlx", compile=True):
-        if output not in OUTPUTS:
-            raise BadArgumentError(
-                f"backend 'mlx': output={output!r}; choose one of {sorted(OUTPUTS)}")
+    def __init__(self, name, fn, in_dtypes, compile=True):
         self.name = name
         self._raw = fn
         self._convs = [_converter(d) for d in in_dtypes]
         self._mx_dtypes = [to_mx_dtype(d) for d in in_dtypes]
-        self._out = OUTPUTS[output]
         self.compiled = False
         self.why_uncompiled = None
         reason = compile_unavailable_reason() if compile else "compile=False was requested"
@@ -213,4 +241,4 @@ class MlxExecutable:
         return self._fn(*ins)
 
     def __call__(self, *args):
-        return self._out(self._call(*self._inputs(args)))
+        return self._call(*self._inputs(args))

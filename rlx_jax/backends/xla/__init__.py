@@ -1,10 +1,15 @@
 """The reference backend: re-emits JAX (jax.lax) from the IR and runs it under jax.jit."""
 import jax
+import numpy as np
 
 from ...ir.interpret import interpret
 from ...ir.ops import PRIMITIVE
 from ..base import register_backend
 from .rules import XLA_RULES
+
+
+def _to_numpy(outs):
+    return [np.asarray(o) for o in outs]
 
 
 class XlaBackend:
@@ -19,6 +24,10 @@ class XlaBackend:
 
     def unavailable_reason(self):
         return ""
+
+    def output_converter(self, output):
+        """outs -> outs for jit's `output` option (None: the jax.Arrays as they are)."""
+        return _to_numpy if output == "numpy" else None
 
     def lower(self, graph, **options):
         def run(*args):

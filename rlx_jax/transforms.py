@@ -1,0 +1,63 @@
+"""What an rlx_jax.jit function does when it is called on JAX tracers.
+
+Inside another rlx_jax.jit trace (`rlx_jax.jit(jax.grad(f))` where `f` is itself an
+rlx_jax.jit function, or a jitted helper called from a jitted function) the call is inlined:
+the outer trace records the function's operations, and the outer program's backend compiles
+the whole, as `jax.jit` inlines a nested `jax.jit`. Called on the tracers of a JAX
+transformation outside of rlx_jax (`jax.grad(f)`, `jax.vmap(f)`, `jax.jit` of a caller) it
+raises `UnsupportedTransformationError` naming the call site: its compiled program cannot take
+tracers, and running `f`'s plain JAX code instead would silently leave the chosen backend.
+"""
+import contextlib
+import functools
+import os
+import sys
+import threading
+
+import jax
+
+from .errors import UnsupportedTransformationError
+
+_STATE = threading.local()
+_LIBRARY = (tuple(os.path.dirname(m.__file__) + os.sep
+                  for m in (jax, sys.modules[__name__.split(".")[0]]))
+            + (contextlib.__file__, functools.__file__))
+
+
+@contextlib.contextmanager
+def tracing():
+    """Marks the current thread as tracing an rlx_jax.jit function."""
+    _STATE.depth = getattr(_STATE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _STATE.depth -= 1
+
+
+def inside_trace():
+    return getattr(_STATE, "depth", 0) > 0
+
+
+def is_tracer(x):
+    return isinstance(x, jax.core.Tracer)
+
+
+def _call_site():
+    """file:line of the innermost frame outside jax, the standard library and rlx_jax."""
+    f = sys._getframe(1)
+    while f is not None:
+        path = f.f_code.co_filename
+        if not path.startswith(_LIBRARY) and not path.startswith("<frozen"):
+            return f"{path}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"
+
+
+def refuse(name, backend, tracer):
+    raise UnsupportedTransformationError(
+        f"{name} is an rlx_jax.jit function (backend {backend!r}) and was called on JAX "
+        f"tracers ({type(tracer).__name__}) at {_call_site()}: JAX transformations (jax.grad, "
+        f"jax.vmap, jax.jit, ...) of an rlx_jax.jit function are not supported yet. Transform "
+        f"the undecorated function and jit the result instead, e.g. "
+        f"rlx_jax.jit(jax.grad(fn), backend={backend!r}) with fn = {name}.__wrapped__ (an "
+        f"rlx_jax.jit function called inside another rlx_jax.jit function is inlined)") from None

@@ -1,0 +1,228 @@
+"""rlx_jax.jit as a JAX user meets it: jitted functions under jax.grad, methods, partials,
+option checking, result types, PRNG keys. The oracle is JAX itself."""
+import functools
+import tomllib
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rlx_jax
+from rlx_jax.errors import BadArgumentError, UnsupportedTransformationError
+
+from .conftest import BACKENDS
+
+R = np.random.RandomState(0)
+W, X = R.randn(3, 2).astype(np.float32), R.randn(4, 3).astype(np.float32)
+OTHER = {b: next(o for o in BACKENDS + ["xla"] if o != b) for b in BACKENDS}
+
+
+def _loss(w, x):
+    return jnp.sum(jnp.tanh(x @ w) ** 2)
+
+
+def _close(got, want, rtol=1e-5, atol=1e-6):
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=rtol, atol=atol)
+
+
+# ---- a jitted function inside jax.grad -------------------------------------------------------
+
+def test_grad_of_a_jitted_function_jitted_again_is_the_gradient(backend):
+    """The outer Jitted keeps its own state: it computes the gradient, on its own backend."""
+    inner = rlx_jax.jit(_loss, backend=OTHER[backend])
+    outer = rlx_jax.jit(jax.grad(inner), backend=backend)
+    _close(outer(W, X), jax.grad(_loss)(W, X))
+    assert outer.backend_name == backend and outer.fun is not inner.fun
+    assert outer.lower(W, X).backend.name == backend
+    assert inner.trace_count == 0          # inlined into the outer trace, never compiled alone
+
+
+def test_jitted_helper_inside_a_jitted_function_is_inlined(backend):
+    helper = rlx_jax.jit(lambda x: jnp.sin(x) * 2, backend=OTHER[backend])
+    f = rlx_jax.jit(lambda x: helper(x) + 1, backend=backend)
+    _close(f(X), jnp.sin(X) * 2 + 1)
+
+
+@pytest.mark.parametrize("transform", ["grad", "vmap", "jax.jit"])
+def test_jax_transformation_of_a_jitted_function_is_refused_clearly(backend, transform):
+    f = rlx_jax.jit(_loss, backend=backend)
+    call = {"grad": lambda: jax.grad(f)(W, X),
+            "vmap": lambda: jax.vmap(f, in_axes=(None, 0))(W, X[None]),
+            "jax.jit": lambda: jax.jit(lambda w: f(w, X))(W)}[transform]
+    with pytest.raises(UnsupportedTransformationError) as e:
+        call()
+    text = str(e.value)
+    assert "_loss" in text and f"{Path(__file__).name}:" in text and "__wrapped__" in text
+
+
+# ---- methods, partials, callables without __name__ ---------------------------------------------
+
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    @rlx_jax.jit(backend="xla")
+    def plain(self, x):
+        return x * self.k
+
+    @functools.partial(rlx_jax.jit, backend="xla", static_argnums=0)
+    def static_self(self, x):
+        return x + self.k
+
+
+@jax.tree_util.register_pytree_node_class
+class Linear:
+    """A pytree of arrays: `self` is a dynamic argument, as with jax.jit."""
+
+    def __init__(self, w):
+        self.w = w
+
+    def tree_flatten(self):
+        return (self.w,), None
+
+    @classmethod
+    def tree_unflatten(cls, _, children):
+        return cls(*children)
+
+    @rlx_jax.jit(backend="xla")
+    def __call__(self, x):
+        return x @ self.w
+
+
+def test_methods():
+    a, b = Scaler(2.0), Scaler(3.0)
+    _close(a.plain(X), X * 2)
+    _close(b.plain(X), X * 3)                 # a different instance: its own static self
+    _close(a.static_self(X), X + 2)
+    assert Scaler.plain.__name__ == "plain"
+    assert a.plain.lower(X).op_counts() == {"Binary": 1}
+
+
+def test_method_of_a_pytree_class_takes_self_as_arrays():
+    lin = Linear(W)
+    _close(lin(X), X @ W)
+    _close(Linear(W * 2)(X), X @ (W * 2))
+    jitted = Linear.__dict__["__call__"]
+    assert jitted.trace_count == 1            # same shapes: one trace, self was dynamic
+
+
+def test_partial_and_callable_objects(backend):
+    p = functools.partial(lambda a, x: a * x, 3.0)
+    j = rlx_jax.jit(p, backend=backend)
+    _close(j(X), 3 * X)
+    assert j.__name__ == "partial(<lambda>)"
+
+    class Call:
+        def __call__(self, x):
+            return x - 1
+    k = rlx_jax.jit(Call(), backend=backend)
+    _close(k(X), X - 1)
+    assert k.__name__ == "Call"
+
+
+def test_unhashable_static_numpy_array_says_what_jax_says():
+    j = rlx_jax.jit(lambda x, s: x * s.sum(), backend="xla", static_argnums=1)
+    with pytest.raises(BadArgumentError, match="Non-hashable static arguments are not supported"
+                                               r".*ndarray.*dynamic argument") as e:
+        j(X, np.ones(2))
+    assert "tuple instead of a list" not in str(e.value)
+
+
+# ---- options, checked when jit is called -------------------------------------------------------
+
+@pytest.mark.parametrize("name", BACKENDS + ["auto"])
+def test_unknown_options_are_refused_at_jit_time_on_every_backend(name):
+    for bad in ({"donate_argnums": 0}, {"output": "bogus"}, {"native_backward": "yes"}):
+        with pytest.raises(BadArgumentError, match=f"{list(bad)[0]}"):
+            rlx_jax.jit(lambda x: x, backend=name, **bad)
+    with pytest.raises(BadArgumentError, match="accepted|every backend accepts"):
+        rlx_jax.jit(lambda x: x, backend=name, donate_argnums=0)
+
+
+def test_backend_options_need_their_backend():
+    with pytest.raises(BadArgumentError, match="compute_precision.*coreml.*name it"):
+        rlx_jax.jit(lambda x: x, compute_precision="float16")
+
+
+@pytest.mark.skipif("coreml" not in BACKENDS, reason="coremltools is not installed")
+def test_coreml_option_values_are_checked_before_tracing():
+    traced = []
+
+    def f(x):
+        traced.append(1)
+        return x
+    with pytest.raises(BadArgumentError, match="compute_precision"):
+        rlx_jax.jit(f, backend="coreml", compute_precision="float8")
+    assert not traced
+
+
+@pytest.mark.skipif("coreml" not in BACKENDS, reason="coremltools is not installed")
+def test_export_coreml_refuses_compute_units(tmp_path):
+    with pytest.raises(BadArgumentError, match="compute_units.*loaded"):
+        rlx_jax.export_coreml(lambda x: x * 2, X, path=str(tmp_path / "m.mlpackage"),
+                              compute_units="cpu_and_ne")
+
+
+# ---- results: one kind everywhere --------------------------------------------------------------
+
+NATIVE = {"xla": jax.Array, "coreml": np.ndarray}
+
+
+def _native_type(backend):
+    if backend == "mlx":
+        import mlx.core as mx
+        return mx.array
+    return NATIVE[backend]
+
+
+@pytest.mark.parametrize("output", [None, "jax", "numpy", "native"])
+def test_output_kinds(backend, output):
+    opts = {} if output is None else {"output": output}
+    f = rlx_jax.jit(lambda x: (x + 1, {"s": jnp.sum(x)}), backend=backend, **opts)
+    a, d = f(X)
+    typ = {None: jax.Array, "jax": jax.Array, "numpy": np.ndarray,
+           "native": _native_type(backend)}[output]
+    assert isinstance(a, typ) and isinstance(d["s"], typ)
+    want_a, want_s = X + 1, X.sum()
+    _close(np.asarray(a) if output != "native" or backend != "mlx" else np.array(a), want_a)
+    _close(np.asarray(d["s"]) if output != "native" or backend != "mlx" else np.array(d["s"]),
+           want_s, rtol=1e-5)
+
+
+def test_default_results_drop_into_plain_jax(backend):
+    y = rlx_jax.jit(lambda x: x * 2, backend=backend)(X)
+    _close(jnp.sin(y), np.sin(X * 2))
+    _close(jax.jit(lambda v: v + 1)(y), X * 2 + 1)
+    _close(jax.grad(lambda v: jnp.sum(v ** 2))(y), 4 * X)
+    _close(rlx_jax.jit(lambda v: v - 1, backend="xla")(y), X * 2 - 1)
+
+
+@pytest.mark.parametrize("view", ["reversed", "strided", "transposed", "reversed_2d"])
+def test_non_contiguous_numpy_views_are_honoured(backend, view):
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x = {"reversed": base.ravel()[::-1], "strided": base.ravel()[::3],
+         "transposed": base.T, "reversed_2d": base[::-1, ::-2]}[view]
+    _close(rlx_jax.jit(lambda v: v * 2, backend=backend)(x), x * 2)
+
+
+# ---- PRNG keys ---------------------------------------------------------------------------------
+
+def test_typed_prng_key_argument_is_explained(backend):
+    f = rlx_jax.jit(lambda k, x: x, backend=backend)
+    with pytest.raises(BadArgumentError, match=r"args\[0\].*typed PRNG key.*key<fry>") as e:
+        f(jax.random.key(0), X)
+    assert "MLX" not in str(e.value)
+    if backend != "coreml":      # Core ML refuses uint32 values not provably below 2**31
+        raw = jax.random.key_data(jax.random.key(0))
+        _close(rlx_jax.jit(lambda k: k, backend=backend)(raw), raw)
+
+
+# ---- packaging ---------------------------------------------------------------------------------
+
+def test_pyproject_license_is_an_spdx_expression():
+    """setuptools >= 77 warns on the old `license = {text = ...}` table (once per build step)."""
+    meta = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert meta["project"]["license"] == "Apache-2.0"
+    assert "setuptools>=77" in meta["build-system"]["requires"]
