@@ -4,7 +4,11 @@
     with mx.compile (MLP forward+backward, a transformer block forward, a small CNN forward);
 (b) dispatch overhead: a cached call on a tiny input vs a raw mx.compile'd call;
 (c) compile latency: trace + legalize + lower + first run vs jax.jit's first call, for programs
-    of ~1,000 and ~10,000 jaxpr equations.
+    of ~1,000 and ~10,000 jaxpr equations;
+(d) result kinds: an MLP training loop feeding its parameters back, output="jax" (the default,
+    jax.Arrays that remember their mx.array) vs output="native" (mx.arrays), and what making
+    one jax.Array from an mx.array costs by size.
+(a) and (b) use output="native": they measure the MLX program, not the result conversion.
 
 Run: python benchmarks/bench_mlx.py [--quick]
 """
@@ -137,7 +141,7 @@ def to_mx(tree):
 def lowering_overhead(n):
     print("(a) lowering overhead: rlx_jax.jit(backend='mlx') vs hand-written MLX + mx.compile")
     for name, fj, fm, pj, pm, args in models():
-        rlx = rlx_jax.jit(fj, backend="mlx")
+        rlx = rlx_jax.jit(fj, backend="mlx", output="native")
         hand = mx.compile(fm)
         pj_m, pm_m, args_m = to_mx(pj), to_mx(pm), to_mx(args)
         ref = jax.jit(fj)(pj, *args)
@@ -155,7 +159,7 @@ def dispatch_overhead(n):
     print("(b) dispatch overhead: cached call on a tiny input vs a raw mx.compile'd call")
     x = mx.array(np.ones(4, np.float32))
     raw = mx.compile(lambda a: [a * 2.0 + 1.0])
-    rlx = rlx_jax.jit(lambda a: a * 2.0 + 1.0, backend="mlx")
+    rlx = rlx_jax.jit(lambda a: a * 2.0 + 1.0, backend="mlx", output="native")
     mx.eval(raw(x), rlx(x))
     exe = next(iter(rlx._cache.values()))
     for label, a, b in [
@@ -216,6 +220,42 @@ def compile_latency(sizes, jax_limit):
               + (f", jax.jit {j2 / j1:.1f}x" if j1 and j2 else ""))
 
 
+def _train_step(p, x, y):
+    loss, g = mlp_jax(p, x, y)
+    return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+
+
+def result_kinds(n, steps=10):
+    print("(d) result kinds: MLP training loop, parameters fed back each step")
+    from rlx_jax.backends.mlx.runtime import backing_array, to_jax
+    _, _, _, pj, _, (x, y) = models()[0]
+    loops = {}
+    for output in ("native", "jax"):
+        step = rlx_jax.jit(_train_step, backend="mlx", output=output)
+        xm, ym = mx.array(x), mx.array(y)
+
+        def loop(step=step, xm=xm, ym=ym):
+            p = pj
+            for _ in range(steps):
+                p, loss = step(p, xm, ym)
+            np.asarray(loss)
+            return p
+        p = loop()
+        fed_back = all(backing_array(a) is not None for a in jax.tree.leaves(p)) \
+            if output == "jax" else True
+        loops[output] = (loop, fed_back)
+    t_native, t_jax = side_by_side(loops["native"][0], loops["jax"][0], max(n // 4, 2))
+    nbytes = sum(np.asarray(a).nbytes for a in jax.tree.leaves(pj))
+    print(f"  {steps} steps, {nbytes / 1e6:.2f} MB of parameters: native {t_native * 1e3:8.2f} ms"
+          f"  jax {t_jax * 1e3:8.2f} ms  ratio {t_jax / t_native:5.2f}x  (jax results fed back "
+          f"without a copy: {loops['jax'][1]})")
+    for size in (16, 4 << 10, 4 << 20):
+        a = mx.ones((size // 4,), mx.float32)
+        mx.eval(a)
+        t = bench(lambda a=a: to_jax([a]), n * 10)
+        print(f"  mx.array -> jax.Array, {size:>8d} B: {t * 1e6:8.2f} us")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -227,6 +267,7 @@ def main():
     lowering_overhead(n)
     dispatch_overhead(200 if a.quick else 2000)
     compile_latency((1000, 10000), a.jax_limit)
+    result_kinds(n)
 
 
 if __name__ == "__main__":
