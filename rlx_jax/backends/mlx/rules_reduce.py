@@ -1,5 +1,6 @@
 """Reductions, arg-reductions (NaN first, lowest index on ties), cumulative ops, Sort (stable,
-multi-operand, IEEE total order), TopK, and the contractions DotGeneral / MatMul."""
+multi-operand, canonical zeros and NaNs), TopK (IEEE total order), and the contractions
+DotGeneral / MatMul."""
 import math
 
 import mlx.core as mx
@@ -86,27 +87,27 @@ def _cumulative(ctx, node, x):
     return r.astype(dt) if dt != mx.bool_ else r != 0
 
 
-def order_key(x):
-    """An integer array whose ascending order is JAX's sort order of x (floats: -inf < ... <
-    -0 < +0 < ... < inf < NaN, every NaN last whatever its sign)."""
+def total_order_key(x):
+    """An integer array whose ascending order is the IEEE total order of x, the order of XLA's
+    TopK: -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN (a float's bits, negatives with their
+    magnitude bits flipped)."""
     if x.dtype == mx.bool_:
         return x.astype(mx.uint8)
     if x.dtype not in FLOATS:
         return x
     si = TO_SIGNED[x.dtype]
     b = x.view(si)
-    top = scalar(2 ** (bits(x.dtype) - 1) - 1, si)
-    return mx.where(mx.isnan(x), top, mx.where(b < 0, mx.bitwise_xor(b, top), b))
+    return mx.where(b < 0, mx.bitwise_xor(b, scalar(2 ** (bits(x.dtype) - 1) - 1, si)), b)
 
 
-def _from_key(k, dtype):
-    if dtype == mx.bool_:
-        return k != 0
-    if dtype not in FLOATS:
-        return k
-    si = k.dtype
-    return mx.where(k < 0, mx.bitwise_xor(k, scalar(2 ** (bits(dtype) - 1) - 1, si)),
-                    k).view(dtype)
+def order_key(x):
+    """An integer array whose ascending order is JAX's sort order of x: JAX's sort comparator
+    canonicalizes first, so -0 ties with +0 and every NaN ties with +NaN, last whatever its
+    sign (a stable sort then keeps such ties in index order)."""
+    if x.dtype not in FLOATS:
+        return total_order_key(x)
+    x = mx.where(mx.isnan(x), scalar(math.nan, x.dtype), mx.where(x == 0, scalar(0, x.dtype), x))
+    return total_order_key(x)
 
 
 def _stable_order(keys):
@@ -121,25 +122,25 @@ def _stable_order(keys):
 
 @mlx_rule(K.Sort)
 def _sort(ctx, node, *xs):
+    """A stable permutation of the canonical keys, applied to the operands themselves: JAX's
+    sort returns the values it was given (-0 stays -0, a NaN keeps its sign) in tie order."""
     a = node.attrs
     dim, nk = a["dimension"], a["num_keys"]
     if xs[0].ndim == 0:
         return tuple(xs) if len(xs) > 1 else xs[0]
     moved = [mx.moveaxis(x, dim, -1) for x in xs]
-    if len(xs) == 1:
-        out = [_from_key(mx.sort(order_key(moved[0]), axis=-1), xs[0].dtype)]
-    else:
-        idx = _stable_order([order_key(k) for k in moved[:nk]])
-        out = [mx.take_along_axis(x, idx, axis=-1) for x in moved]
+    idx = _stable_order([order_key(k) for k in moved[:nk]])
+    out = [mx.take_along_axis(x, idx, axis=-1) for x in moved]
     out = tuple(mx.moveaxis(o, -1, dim) for o in out)
     return out if len(out) > 1 else out[0]
 
 
 @mlx_rule(K.TopK)
 def _top_k(ctx, node, x):
-    """Largest k along the last axis, descending; ties keep the lowest index first."""
+    """Largest k along the last axis in IEEE total order (+NaN first, -NaN last, +0 above -0,
+    as XLA's TopK), descending; ties keep the lowest index first."""
     k = node.attrs["k"]
-    desc = mx.bitwise_invert(order_key(x))              # ~key reverses the order exactly
+    desc = mx.bitwise_invert(total_order_key(x))              # ~key reverses the order exactly
     idx = mx.argsort(desc, axis=-1)[..., :k]
     return mx.take_along_axis(x, idx, axis=-1), idx.astype(out_dtype(node, 1))
 
