@@ -5,16 +5,23 @@ jnp.tile and jnp.repeat broadcast into interleaved axes and merge them again
 has rank > 5. `lower_rank` rewrites each such pair into one step per merged axis group (reshape
 that group out, broadcast or reduce it, merge it back), each step of rank <= 5, so the program
 never holds the high-rank value. A pair that is not of this form is left alone (legality then
-names it).
+names it). A transpose above rank 5 is done at the rank of its merged form, between reshapes
+that compose with the ones around it.
 
 Given / Result (tile of f32[2,3,4] by (2,1,3)):
     b:f32[2,2,1,3,3,4] = Expand[dims=(1,3,5)] a;  c:f32[4,3,12] = Reshape b
     ->  Expand f32[2,2,12]  (axis 0 tiled, rank 3);  Expand f32[4,3,3,4]  (axis 2 tiled, rank 4)
+
+Given / Result (the kernel of a 2-group 3-D conv's input gradient):
+    b:f32[2,3,2,2,3,2] = Reshape a:f32[6,2,2,3,2];  c = Transpose[perm=(1,0,2,3,4,5)] b;
+    d:f32[3,4,2,3,2] = Reshape c
+    ->  Reshape a to f32[2,3,24];  Transpose[perm=(1,0,2)];  Reshape to f32[3,4,2,3,2]
 """
 import numpy as np
 
 from ...ir.graph import Builder, Node, Value
 from ...ir.ops import OpKind as K
+from ...passes.dce import dce
 from .legality import MAX_RANK
 
 
@@ -135,11 +142,63 @@ def _pairs(graph):
     return pairs
 
 
+def _merged(shape, perm):
+    """The same transpose at its lowest rank: size-1 axes dropped, runs of axes that stay
+    adjacent and in order merged. Returns (merged input shape, merged perm)."""
+    kept = [p for p in perm if shape[p] != 1]
+    pos = {a: i for i, a in enumerate(sorted(kept))}
+    runs = []                                           # in output order
+    for p in kept:
+        if runs and pos[p] == pos[runs[-1][-1]] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    by_input = sorted(runs, key=lambda r: r[0])
+    sizes = [int(np.prod([shape[a] for a in r], dtype=np.int64)) for r in by_input]
+    return sizes, [by_input.index(r) for r in runs]
+
+
+def _reshape(b, x, shape):
+    """b.reshape, reading through reshapes to rank > 5 (a reshape of a reshape is one)."""
+    while x.node is not None and x.node.kind is K.Reshape and x.ndim > MAX_RANK:
+        x = x.node.inputs[0]
+    return b.reshape(x, shape)
+
+
+def _lower_transposes(graph):
+    """Transposes above rank 5 done at the rank of their merged form (JAX's gradient of a
+    grouped 3-D conv splits the kernel's output features into groups, swaps them with the
+    input features and merges again: [O, I, D, H, W] -> [g, O/g, I, D, H, W] -> ... ->
+    [O/g, g·I, D, H, W]; the spatial axes move together). The reshapes around each such
+    transpose compose with the ones JAX put there, so no value above rank 5 is left; a
+    transpose that merges to no rank <= 5 is left alone (legality then names it)."""
+    todo = {id(n) for n in graph.nodes if n.kind is K.Transpose and n.out.ndim > MAX_RANK
+            and len(_merged(n.inputs[0].shape, n.attrs["perm"])[0]) <= MAX_RANK}
+    if not todo:
+        return graph
+    b, env = Builder(graph.like()), {}
+    for n in graph.nodes:
+        b.src = n.src
+        ins = [env[v.id] for v in n.inputs]
+        if id(n) in todo:
+            sizes, perm = _merged(n.inputs[0].shape, n.attrs["perm"])
+            outs = (_reshape(b, b.transpose(_reshape(b, ins[0], sizes), perm), n.out.shape),)
+        elif n.kind is K.Reshape and ins[0].ndim > MAX_RANK:
+            outs = (_reshape(b, ins[0], n.out.shape),)
+        else:
+            outs = copy_node(b, n, ins)
+        for o, new in zip(n.outputs, outs):
+            env[o.id] = new
+    b.graph.outputs = [env[v.id] for v in graph.outputs]
+    return dce(b.graph).verify()
+
+
 def lower_rank(graph):
-    """`graph` with its rank-6 broadcast-merge / split-reduce pairs rewritten at rank <= 5
-    (the same graph when it holds no value above rank 5)."""
+    """`graph` with its high-rank transposes and its rank-6 broadcast-merge / split-reduce
+    pairs rewritten at rank <= 5 (the same graph when it holds no value above rank 5)."""
     if all(v.ndim <= MAX_RANK for n in graph.nodes for v in n.outputs):
         return graph
+    graph = _lower_transposes(graph)
     pairs = _pairs(graph)
     if not pairs:
         return graph
