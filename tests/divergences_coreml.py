@@ -14,7 +14,6 @@ SPECIAL = 'MIL has no inverse error function, log-gamma or digamma'
 REDUCE_PRECISION = 'MIL has no op rounding to a narrower float format'
 SELECT_GATHER = ('select_and_gather_add (forward-mode derivative of a max pool) has no MIL '
                  'lowering and no decomposition')
-BATCH_GROUPS = 'MIL conv has feature groups only; batch_group_count > 1 is not lowered'
 INT_CONV = 'MIL conv is floating-point only; an exact integer convolution is not lowered'
 
 DIVERGENCES = {
@@ -187,7 +186,6 @@ DIVERGENCES = {
     'scatter-max_bf16': Expect(reason=BF16, error=LOW),
     'scatter-max_u32': Expect(reason=U32, error=LOW),
     'conv_bf16': Expect(reason=BF16, error=LOW),
-    'conv_batch_groups_f32': Expect(reason=BATCH_GROUPS, error=LOW),
     'conv_pet_bf16': Expect(reason=BF16, error=LOW),
     'conv_i32_i32': Expect(reason=INT_CONV, error=LOW),
     'reduce_window_sum_bf16': Expect(reason=BF16, error=LOW),

@@ -1,19 +1,20 @@
 """Convolutions and windowed reductions (Pool) as MIL.
 
 Conv: any layout (transposes to MIL's NC[spatial] / O I [spatial]), feature groups, strides,
-rhs dilation and explicit padding go to MIL conv; lhs dilation (the input-gradient form) is
-zero-interleaving first; negative padding is a slice. Pool: max over 1-3 window axes with
-unit dilation goes to MIL max_pool; every other configuration is an exact composition of
-strided slices combined with maximum/minimum/add over the (padded) input.
+rhs dilation and explicit padding go to MIL conv; batch groups (the kernel-gradient form of a
+grouped conv) become feature groups by moving the batch blocks into the channels; lhs dilation
+(the input-gradient form) is zero-interleaving first; negative padding is a slice. Pool: max
+over 1-3 window axes with unit dilation goes to MIL max_pool; every other configuration is an
+exact composition of strided slices combined with maximum/minimum/add over the (padded) input.
 """
 import itertools
 
 import numpy as np
 
 from ...ir.ops import OpKind as K
-from .legality import mil_np_dtype
+from .legality import MAX_RANK, mil_np_dtype
 from .mil import _init_value, mil_rule, refuse
-from .mil_shape import _grow, _interior, slice_
+from .mil_shape import _grow, _interior, reshape, slice_
 
 
 def _edges(ctx, x, shape, pads, value, dtype, axes):
@@ -30,10 +31,32 @@ def _edges(ctx, x, shape, pads, value, dtype, axes):
 
 
 def _dilate(ctx, x, shape, axes, factors, value, dtype):
+    """Zero-interleaving (or `value`-interleaving) by `factors` along `axes`. _interior adds
+    an axis next to the dilated one, so at full rank the axes before and after it are merged
+    first (the step stays at rank 4) and split again after."""
     for a, f in zip(axes, factors):
         if f > 1 and shape[a] > 1:
-            x, shape = _interior(ctx, x, shape, a, f - 1, value, dtype)
+            if len(shape) < MAX_RANK:
+                x, shape = _interior(ctx, x, shape, a, f - 1, value, dtype)
+                continue
+            pre, post = int(np.prod(shape[:a])), int(np.prod(shape[a + 1:]))
+            y, (_, n, _) = _interior(ctx, reshape(ctx, x, (pre, shape[a], post)),
+                                     (pre, shape[a], post), 1, f - 1, value, dtype)
+            shape = shape[:a] + (n,) + shape[a + 1:]
+            x = reshape(ctx, y, shape)
     return x, shape
+
+
+def _batch_groups_as_features(ctx, x, shape, g):
+    """x: [N, C, spatial...] -> [N/g, g·C, spatial...]: batch group j becomes feature group j,
+    so that a conv with `groups=g` computes the batch-grouped conv (output feature block j
+    reads batch block j). JAX's kernel gradient of a feature-grouped conv is such a conv."""
+    n, c, sp = shape[0], shape[1], shape[2:]
+    p = int(np.prod(sp))
+    x = reshape(ctx, x, (g, n // g, c, p))
+    x = ctx.mb.transpose(x=x, perm=ctx.ints([1, 0, 2, 3]))
+    shape = (n // g, g * c) + tuple(sp)
+    return reshape(ctx, x, shape), shape
 
 
 @mil_rule(K.Conv)
@@ -43,9 +66,6 @@ def _conv(ctx, node, x, w):
     nsp = len(lhs_spec) - 2
     if not 1 <= nsp <= 3:
         refuse(node, f"{nsp} spatial dimensions (MIL conv takes 1 to 3)")
-    if a["batch_group_count"] != 1:
-        refuse(node, "batch_group_count > 1 (MIL conv has feature groups only)",
-               "use backend='xla' for this gradient of a grouped convolution")
     mb = ctx.mb
     dtype = mil_np_dtype(node.out.dtype)
     if dtype.kind != "f" or node.inputs[0].dtype.kind != "f":
@@ -59,6 +79,10 @@ def _conv(ctx, node, x, w):
     if tuple(rhs_spec) != tuple(range(nsp + 2)):
         w = mb.transpose(x=w, perm=ctx.ints(rhs_spec))
     shape = tuple(node.inputs[0].shape[d] for d in lhs_spec)
+    groups = a["feature_group_count"]
+    if a["batch_group_count"] > 1:                      # JAX: then feature_group_count == 1
+        groups = a["batch_group_count"]
+        x, shape = _batch_groups_as_features(ctx, x, shape, groups)
     spatial = tuple(range(2, nsp + 2))
     x, shape = _dilate(ctx, x, shape, spatial, a["lhs_dilation"], 0, dtype)
     x, shape, pads = _edges(ctx, x, shape, a["padding"], 0, dtype, spatial)
@@ -66,7 +90,7 @@ def _conv(ctx, node, x, w):
     wshape = tuple(node.inputs[1].shape[d] for d in rhs_spec)
     w, _ = _dilate(ctx, w, wshape, spatial, a["rhs_dilation"], 0, dtype)
     y = mb.conv(x=x, weight=w, strides=ctx.ints(a["window_strides"]), pad_type="custom",
-                pad=ctx.ints([p for pair in pads for p in pair]), groups=a["feature_group_count"])
+                pad=ctx.ints([p for pair in pads for p in pair]), groups=groups)
     perm = [0] * (nsp + 2)
     for i, d in enumerate(out_spec):
         perm[d] = i
