@@ -1,7 +1,9 @@
 """Regressions found on the coreml backend, checked on every backend, against `jax.jit` of the
 same function on CPU: top_k ties and NaN, saturating float -> integer conversion, dynamic
 update slices into rank 5, pads with negative edges and interior padding, tiles and repeats
-that broadcast through rank 6, and programs with zero-size arguments or results."""
+that broadcast through rank 6, programs with zero-size arguments or results, and grouped
+convolutions with their kernel gradients (batch-grouped convs), dilations and transposes at
+rank 5 and 6."""
 import warnings
 
 import jax
@@ -249,3 +251,60 @@ def test_export_folds_empty_values_inside(tmp_path):
     want = jax.jit(f)(Y23)
     np.testing.assert_array_equal(outs[exe.output_names[0]], want[0])
     np.testing.assert_array_equal(np.asarray(outs[exe.output_names[1]]).reshape(()), want[1])
+
+
+# ---- grouped convolutions: kernel gradients, batch groups, dilations and transposes at rank 5
+def _gconv(strides, padding, **kw):
+    return lambda x, k: lax.conv_general_dilated(x, k, strides, padding, **kw)
+
+
+GROUPED = {   # name -> (x shape, kernel shape, conv)
+    "feature_groups_2d": ((2, 4, 5, 6), (6, 2, 2, 3),
+                          _gconv((1, 2), ((1, 0), (0, 1)), feature_group_count=2)),
+    "batch_groups_1d": ((4, 3, 7), (6, 3, 2), _gconv((2,), "SAME", batch_group_count=2)),
+    "batch_groups_3d_nhwc": ((4, 3, 4, 3, 2), (2, 2, 2, 2, 6),
+                             _gconv((1, 1, 1), "VALID", batch_group_count=2,
+                                    dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))),
+    "rhs_dilated_3d": ((1, 2, 5, 4, 5), (2, 2, 2, 1, 2),
+                       _gconv((1, 1, 1), "VALID", rhs_dilation=(2, 1, 2))),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", GROUPED)
+def test_grouped_conv_and_its_kernel_gradient(name, backend):
+    """JAX's kernel gradient of a feature-grouped conv is a batch-grouped conv."""
+    xs, ks, f = GROUPED[name]
+    x, k = R.uniform(-1, 1, xs).astype(np.float32), R.uniform(-1, 1, ks).astype(np.float32)
+    check(f, x, k, backend=backend, exact=False)
+    check(jax.grad(lambda x, k: jnp.sum(jnp.sin(f(x, k))), argnums=(0, 1)), x, k,
+          backend=backend, exact=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_base_dilated_pool_of_rank5(backend):
+    x = R.uniform(-1, 1, (1, 2, 3, 2, 3)).astype(np.float32)
+    check(lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 1, 2), (1,) * 5,
+                                      "VALID", base_dilation=(1, 1, 2, 1, 2)), x,
+          backend=backend)
+
+
+def _regroup(x):   # [6, 2, 2, 3, 2] -> [3, 4, 2, 3, 2] through rank 6, as JAX regroups kernels
+    return x.reshape(2, 3, 2, 2, 3, 2).transpose(1, 0, 2, 3, 4, 5).reshape(3, 4, 2, 3, 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_transpose_through_rank6(backend):
+    check(_regroup, R.uniform(-1, 1, (6, 2, 2, 3, 2)).astype(np.float32), backend=backend)
+
+
+def test_transpose_through_rank6_is_lowered_at_rank3():
+    """Given Reshape (rank 6) -> Transpose (rank 6) -> Reshape, the Core ML graph holds one
+    Reshape -> Transpose -> Reshape, the transpose at rank 3 ([2, 3, 24] by (1, 0, 2))."""
+    from rlx_jax.backends.coreml.rank import lower_rank
+    x = np.ones((6, 2, 2, 3, 2), np.float32)
+    graph = lower_rank(rlx_jax.jit(_regroup, backend="coreml").lower(x).legalized)
+    body = [n for n in graph.nodes if n.kind.name != "Input"]
+    assert [n.kind.name for n in body] == ["Reshape", "Transpose", "Reshape"]
+    assert max(v.ndim for n in body for v in n.outputs) == 5
+    assert body[1].attrs["perm"] == (1, 0, 2) and body[1].out.shape == (3, 2, 24)

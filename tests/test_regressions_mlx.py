@@ -1,6 +1,7 @@
 """Regressions found on the mlx backend, checked on every backend that can run them, against
 `jax.jit` of the same function on CPU: convolutions and reductions with a zero-size dimension,
-windowed reductions with dilations, grouped 3-D convolutions and their gradients."""
+windowed reductions with dilations, grouped 3-D convolutions and their gradients, sort and
+top_k of signed zeros and NaNs."""
 import itertools
 import os
 import subprocess
@@ -279,19 +280,18 @@ CONV3D = {   # name -> (x, kernel, conv)
                       conv((1, 1, 1), "VALID", feature_group_count=2,
                            dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))),
 }
-GROUPED_3D = [b for b in BACKENDS if b != "coreml"]   # Core ML: rank-6 reshapes, refused
 
 
-@pytest.mark.parametrize("backend", GROUPED_3D)
 @pytest.mark.parametrize("name", sorted(CONV3D))
 def test_grouped_conv_3d(name, backend):
     x, k, f = CONV3D[name]
     check(f, x, k, backend=backend, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("backend", GROUPED_3D)
 @pytest.mark.parametrize("name", sorted(CONV3D))
 def test_grouped_conv_3d_gradient(name, backend):
+    """The kernel gradient of a feature-grouped conv is a batch-grouped conv, and its input
+    gradient regroups the kernel through rank 6."""
     x, k, f = CONV3D[name]
     g = jax.grad(lambda x, k: jnp.sum(jnp.sin(f(x, k))), argnums=(0, 1))
     check(g, x, k, backend=backend, rtol=1e-4, atol=1e-4)
