@@ -134,4 +134,15 @@ def _scatter(ctx, node, x, idx, upd):
         out = (ints.maximum(v) if fn in ("add", "max") else ints.minimum(v)) != 0
     else:
         out = getattr(base.at[flat], SCATTER[fn])(vals)
+        if fn in ("max", "min") and x.dtype in FLOATS:
+            out = _scatter_nan(base, flat, vals, out)
     return out[:n].reshape(x.shape)
+
+
+def _scatter_nan(base, flat, vals, out):
+    """XLA's scatter max/min propagate NaN from the operand and from every update; MLX's
+    keep whichever compares last, so a NaN already in the operand (or a NaN update followed
+    by another update of the same element) is lost. The NaNs are put back afterwards."""
+    hit = mx.zeros(base.shape, mx.uint8).at[flat].maximum(mx.isnan(vals).astype(mx.uint8))
+    nan = mx.array(np.nan, dtype=base.dtype)
+    return mx.where(mx.isnan(base), base, mx.where(hit != 0, nan, out))
