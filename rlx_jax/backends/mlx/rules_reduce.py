@@ -84,7 +84,16 @@ def _cumulative(ctx, node, x):
     if x.dtype == mx.bool_:
         x = x.astype(mx.uint8)
     r = CUMULATIVE[node.kind](x, axis=a["axis"], reverse=a["reverse"])
+    if node.kind in (K.CumMax, K.CumMin) and is_float(x):
+        r = _propagate_nan(x, r, a["axis"], a["reverse"])
     return r.astype(dt) if dt != mx.bool_ else r != 0
+
+
+def _propagate_nan(x, r, axis, reverse):
+    """XLA's max/min propagate NaN: once a NaN is seen, every later prefix is NaN. MLX's
+    float16/bfloat16 cummax/cummin drop it, so the NaN is put back from a running 'any NaN'."""
+    seen = mx.cummax(mx.isnan(x).astype(mx.uint8), axis=axis, reverse=reverse)
+    return mx.where(seen != 0, scalar(math.nan, x.dtype), r)
 
 
 def total_order_key(x):
