@@ -166,9 +166,12 @@ def _top_k(ctx, node, x):
 
 
 def _logaddexp(ctx, a, b):
+    """m + log(exp(a - m) + exp(b - m)) with m = max(a, b) when finite, else 0: an infinite m
+    would make inf - inf = NaN where logaddexp(inf, x) is inf and logaddexp(-inf, -inf) -inf."""
     mb = ctx.mb
     m = mb.maximum(x=a, y=b)
-    safe = mb.select(cond=mb.equal(x=m, y=ctx.like(-np.inf, m)), a=ctx.like(0, m), b=m)
+    finite = mb.equal(x=mb.sub(x=m, y=m), y=ctx.like(0, m))
+    safe = mb.select(cond=finite, a=m, b=ctx.like(0, m))
     s = mb.add(x=mb.exp(x=mb.sub(x=a, y=safe)), y=mb.exp(x=mb.sub(x=b, y=safe)))
     return mb.add(x=safe, y=mb.log(x=s, epsilon=ctx.like(0, s)))
 
