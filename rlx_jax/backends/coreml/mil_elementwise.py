@@ -48,17 +48,21 @@ def _log1p(ctx, x):
     one = ctx.like(1, x)
     u = mb.add(x=x, y=one)
     um1 = mb.sub(x=u, y=one)
-    ratio = mb.real_div(x=mb.mul(x=mb.log(x=u, epsilon=ctx.like(0, u)), y=x), y=um1)
+    log_u = mb.log(x=u, epsilon=ctx.like(0, u))
+    ratio = mb.mul(x=log_u, y=mb.real_div(x=x, y=um1))      # x / (u - 1) ~ 1: no underflow
+    ratio = mb.select(cond=mb.equal(x=u, y=ctx.like(np.inf, u)), a=log_u, b=ratio)  # inf/inf
     return mb.select(cond=mb.equal(x=u, y=one), a=x, b=ratio)
 
 
 def _expm1(ctx, x):
-    """expm1 without cancellation: (u - 1) * x / log(u), u = exp(x)."""
+    """expm1 without cancellation: (u - 1) * x / log(u), u = exp(x); u itself where it
+    overflows (the ratio would be inf / inf)."""
     mb = ctx.mb
     one = ctx.like(1, x)
     u = mb.exp(x=x)
     um1 = mb.sub(x=u, y=one)
-    ratio = mb.real_div(x=mb.mul(x=um1, y=x), y=mb.log(x=u, epsilon=ctx.like(0, u)))
+    ratio = mb.mul(x=um1, y=mb.real_div(x=x, y=mb.log(x=u, epsilon=ctx.like(0, u))))
+    ratio = mb.select(cond=mb.equal(x=u, y=ctx.like(np.inf, u)), a=u, b=ratio)
     small = mb.select(cond=mb.equal(x=u, y=one), a=x, b=ratio)
     return mb.select(cond=mb.equal(x=um1, y=ctx.like(-1, x)), a=um1, b=small)
 
@@ -79,20 +83,44 @@ def _round(ctx, node, x):
     return mb.select(cond=tie, a=mb.add(x=t, y=mb.sign(x=x)), b=r)
 
 
+def _sign(ctx, x):
+    """sign keeping a zero's own sign (JAX: sign(-0.0) is -0.0)."""
+    mb = ctx.mb
+    return mb.select(cond=mb.equal(x=x, y=ctx.like(0, x)), a=x, b=mb.sign(x=x))
+
+
+def _large(ctx, x):
+    """|x| beyond which x*x may overflow but log(2|x|) is asinh/acosh to working precision."""
+    return ctx.like(64.0 if ctx.np_dtype(x) == np.float16 else 4096.0, x)
+
+
+def _log_2x(ctx, ax):
+    return ctx.mb.add(x=ctx.mb.log(x=ax, epsilon=ctx.like(0, ax)), y=ctx.like(np.log(2.0), ax))
+
+
 def _asinh(ctx, x):
+    """sign(x) * log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))), and log(2|x|) for large |x| (x^2
+    overflows; inf / inf would be NaN)."""
     mb = ctx.mb
     ax = mb.abs(x=x)
     one = ctx.like(1, x)
-    x2 = mb.mul(x=ax, y=ax)
-    inner = mb.add(x=ax, y=mb.real_div(x=x2, y=mb.add(x=one, y=mb.sqrt(x=mb.add(x=x2, y=one)))))
-    return mb.mul(x=mb.sign(x=x), y=_log1p(ctx, inner))
+    big = mb.greater(x=ax, y=_large(ctx, x))
+    small = mb.select(cond=big, a=one, b=ax)
+    x2 = mb.mul(x=small, y=small)
+    inner = mb.add(x=small, y=mb.real_div(x=x2, y=mb.add(x=one, y=mb.sqrt(
+        x=mb.add(x=x2, y=one)))))
+    mag = mb.select(cond=big, a=_log_2x(ctx, ax), b=_log1p(ctx, inner))
+    return mb.mul(x=_sign(ctx, x), y=mag)
 
 
 def _acosh(ctx, x):
+    """log(x + sqrt(x - 1) * sqrt(x + 1)) (NaN below 1, no x^2 overflow), log(2x) for
+    large x."""
     mb = ctx.mb
     one = ctx.like(1, x)
-    root = mb.sqrt(x=mb.sub(x=mb.mul(x=x, y=x), y=one))
-    return mb.log(x=mb.add(x=x, y=root), epsilon=ctx.like(0, x))
+    root = mb.mul(x=mb.sqrt(x=mb.sub(x=x, y=one)), y=mb.sqrt(x=mb.add(x=x, y=one)))
+    near = mb.log(x=mb.add(x=x, y=root), epsilon=ctx.like(0, x))
+    return mb.select(cond=mb.greater(x=x, y=_large(ctx, x)), a=_log_2x(ctx, x), b=near)
 
 
 def _integer_pow(ctx, node, x, y):
@@ -122,7 +150,7 @@ COMPOSED_UNARY = {
     "is_finite": lambda ctx, n, x: ctx.mb.less_equal(
         x=ctx.mb.abs(x=x), y=ctx.like(np.finfo(ctx.np_dtype(x)).max, x)),
     "erfc": lambda ctx, n, x: ctx.mb.sub(x=ctx.like(1, x), y=ctx.mb.erf(x=x)),
-    "cbrt": lambda ctx, n, x: ctx.mb.mul(x=ctx.mb.sign(x=x), y=ctx.mb.pow(
+    "cbrt": lambda ctx, n, x: ctx.mb.mul(x=_sign(ctx, x), y=ctx.mb.pow(
         x=ctx.mb.abs(x=x), y=ctx.like(1.0 / 3.0, x))),
     "asinh": lambda ctx, n, x: _asinh(ctx, x),
     "acosh": lambda ctx, n, x: _acosh(ctx, x),
@@ -145,6 +173,8 @@ def _activation(ctx, node, x):
     if dt.kind != "f" and fn not in INT_OK:
         refuse(node, f"MIL's {fn} takes floating-point operands only, not {dt.name}",
                "cast to float32 first, or use backend='xla'")
+    if fn == "sign" and dt.kind == "f":
+        return _sign(ctx, x)
     if fn in DIRECT_UNARY:
         return getattr(ctx.mb, DIRECT_UNARY[fn])(x=x)
     if fn in COMPOSED_UNARY:
@@ -177,9 +207,13 @@ def _negative(ctx, v):
 
 
 def _atan2(ctx, y, x):
-    """atan(y/x) moved to the right quadrant; signed zeros as in C atan2."""
+    """atan(y/x) moved to the right quadrant; signed zeros as in C atan2. Two infinities
+    count as +-1 (inf / inf would be NaN; C gives +-pi/4 and +-3pi/4)."""
     mb = ctx.mb
-    base = mb.atan(x=mb.real_div(x=y, y=x))
+    inf = ctx.like(np.inf, x)
+    both_inf = mb.logical_and(x=mb.equal(x=mb.abs(x=x), y=inf), y=mb.equal(x=mb.abs(x=y), y=inf))
+    base = mb.atan(x=mb.real_div(x=mb.select(cond=both_inf, a=mb.sign(x=y), b=y),
+                                 y=mb.select(cond=both_inf, a=mb.sign(x=x), b=x)))
     both_zero = mb.logical_and(x=mb.equal(x=x, y=ctx.like(0, x)),
                                y=mb.equal(x=y, y=ctx.like(0, y)))
     base = mb.select(cond=both_zero, a=y, b=base)
