@@ -91,15 +91,28 @@ def _interior(ctx, x, shape, axis, k, value, dtype):
 
 @mil_rule(K.Pad)
 def _pad(ctx, node, x, v):
-    """lax.pad. A padding value computed at run time: pad with zeros, then select it into the
-    padded positions (a constant mask)."""
+    """lax.pad. Bools are padded as int32 and cast back: when the cropping leaves only
+    padding, coremltools' const_elimination folds the slice of a constant bool block into an
+    int32 value that no longer type-checks."""
     dtype = mil_np_dtype(node.inputs[0].dtype)
+    if dtype != np.bool_:
+        return _pad_value(ctx, node, x, v, dtype)
+    mb = ctx.mb
+    xi, vi = mb.cast(x=x, dtype="int32"), mb.cast(x=v, dtype="int32")
+    return mb.cast(x=_pad_value(ctx, node, xi, vi, np.dtype(np.int32)), dtype="bool")
+
+
+def _pad_value(ctx, node, x, v, dtype):
+    """A padding value computed at run time: pad with zeros, then select it into the padded
+    positions (a constant mask)."""
     if v.val is not None:
         return _pad_const(ctx, node, x, np.asarray(v.val).astype(dtype), dtype)
     import jax
-    y = _pad_const(ctx, node, x, np.zeros((), dtype), dtype)
     mask = np.asarray(jax.lax.pad(np.zeros(node.inputs[0].shape, np.bool_), np.bool_(True),
                                   node.attrs["config"]))
+    if mask.all():      # nothing of x is left: a select of constants trips coremltools' passes
+        return expand(ctx, v, (), mask.shape, ())
+    y = _pad_const(ctx, node, x, np.zeros((), dtype), dtype)
     return ctx.mb.select(cond=ctx.const(mask), a=v, b=y)
 
 
