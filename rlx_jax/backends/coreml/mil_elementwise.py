@@ -143,7 +143,9 @@ def _integer_pow(ctx, node, x, y):
 COMPOSED_UNARY = {
     "neg": lambda ctx, n, x: ctx.mb.mul(x=x, y=ctx.like(-1, x)),
     "log": lambda ctx, n, x: ctx.mb.log(x=x, epsilon=ctx.like(0, x)),
-    "rsqrt": lambda ctx, n, x: ctx.mb.rsqrt(x=x, epsilon=ctx.like(0, x)),
+    # 1 / sqrt(x), not MIL's rsqrt, which is 1 / sqrt(x + epsilon): -0 + 0 is +0, so
+    # rsqrt(-0.0) would be +inf where JAX gives -inf
+    "rsqrt": lambda ctx, n, x: ctx.mb.real_div(x=ctx.like(1, x), y=ctx.mb.sqrt(x=x)),
     "log1p": lambda ctx, n, x: _log1p(ctx, x),
     "expm1": lambda ctx, n, x: _expm1(ctx, x),
     "round": _round,
@@ -212,8 +214,9 @@ def _atan2(ctx, y, x):
     mb = ctx.mb
     inf = ctx.like(np.inf, x)
     both_inf = mb.logical_and(x=mb.equal(x=mb.abs(x=x), y=inf), y=mb.equal(x=mb.abs(x=y), y=inf))
-    base = mb.atan(x=mb.real_div(x=mb.select(cond=both_inf, a=mb.sign(x=y), b=y),
-                                 y=mb.select(cond=both_inf, a=mb.sign(x=x), b=x)))
+    ratio = mb.select(cond=both_inf, a=mb.mul(x=mb.sign(x=y), y=mb.sign(x=x)),
+                      b=mb.real_div(x=y, y=x))
+    base = mb.atan(x=ratio)
     both_zero = mb.logical_and(x=mb.equal(x=x, y=ctx.like(0, x)),
                                y=mb.equal(x=y, y=ctx.like(0, y)))
     base = mb.select(cond=both_zero, a=y, b=base)
