@@ -41,8 +41,9 @@ def _f64(fn, fn64):
 
 
 def _sign(x):
+    """NaN and zeros are their own sign (JAX: sign(-0.0) is -0.0; MLX gives +0.0)."""
     s = mx.sign(x)
-    return mx.where(mx.isnan(x), x, s) if is_float(x) else s
+    return mx.where(mx.isnan(x) | (x == 0), x, s) if is_float(x) else s
 
 
 def _round_away(x):
@@ -52,7 +53,7 @@ def _round_away(x):
 
 
 def _cbrt(x):
-    return mx.sign(x) * mx.power(mx.abs(x), scalar(1.0 / 3.0, x.dtype))
+    return _sign(x) * mx.power(mx.abs(x), scalar(1.0 / 3.0, x.dtype))
 
 
 def _not(x):
