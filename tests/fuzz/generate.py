@@ -44,8 +44,7 @@ class Config:
     max_abs_f16: float = 300.0
     # Op names never drawn, e.g. ("conv1d", "conv2d") while a backend dies on them; and
     # `conv_zero_size=False` keeps every conv operand free of size-0 dimensions. Float->int
-    # casts of NaN/inf/out-of-range values are never generated (XLA leaves them
-    # implementation-defined).
+    # casts of NaN and infinities are generated (XLA: NaN -> 0, saturating).
     exclude: tuple = ()
     conv_zero_size: bool = True
 

@@ -15,6 +15,7 @@ import numpy as np
 DTYPES = ("float32", "float16", "int32", "bool")
 FLOATS = ("float32", "float16")
 SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0])
+TIES = np.array([-1.5, -0.0, 0.0, 0.5, 0.5, 2.0, 2.0, np.inf, -np.inf, np.nan])
 HEADER = ("import jax, jax.numpy as jnp, numpy as np\n"
           "from jax import lax\n")
 
@@ -25,7 +26,8 @@ class Input:
     name: str
     shape: tuple
     dtype: str
-    kind: str = "normal"        # normal | finite | positive | special | index:<n> | unique:<n>
+    # normal | finite | positive | special | ties | index:<n> | unique:<n>
+    kind: str = "normal"
     seed: int = 0
 
     def value(self):
@@ -42,6 +44,8 @@ class Input:
             a = r.random(size) > 0.5
         elif self.dtype == "int32":
             a = r.integers(-5, 6, size)
+        elif self.kind == "ties":                  # few distinct values: ties, +-0, inf, NaN
+            a = r.choice(TIES, size)
         elif self.kind == "positive":
             a = r.uniform(0.25, 3.0, size)
         else:
