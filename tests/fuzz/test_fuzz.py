@@ -4,8 +4,8 @@ on every available backend.
 The short run is sized to well under a minute per backend on one core: SHORT_COUNT programs of
 at most SHORT_MAX_OPS ops (measured, 100 programs: xla 35 s, coreml 48 s, mlx 19 s, the jax.jit
 reference ~0.2 s a program of that size). It runs the CLI in a subprocess, whose worker process
-isolates hard crashes. The long run (10,000 programs per backend, up to 25 ops) is marked
-`fuzz`, its own CI step: `python -m pytest -m fuzz tests/fuzz`.
+isolates hard crashes. The long run (RLX_JAX_FUZZ_COUNT programs per backend, default 10,000,
+up to 25 ops) is marked `fuzz`, its own CI step: `python -m pytest -m fuzz tests/fuzz`.
 """
 import json
 import os
@@ -105,8 +105,13 @@ def test_short_fuzz_run(backend, tmp_path):
     _assert_clean(summary, report, backend)
 
 
+LONG_COUNT = int(os.environ.get("RLX_JAX_FUZZ_COUNT", "10000"))
+
+
 @pytest.mark.fuzz
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_long_fuzz_run(backend, tmp_path):
-    summary, report = _run_cli(backend, 10_000, 100_000, 25, tmp_path, 6 * 3600)
+    """RLX_JAX_FUZZ_COUNT programs per backend (default 10,000: hours per backend on 2 cores;
+    CI's fuzz step runs fewer, seeded past the short run)."""
+    summary, report = _run_cli(backend, LONG_COUNT, 100_000, 25, tmp_path, 6 * 3600)
     _assert_clean(summary, report, backend)
