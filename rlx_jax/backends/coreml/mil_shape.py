@@ -21,9 +21,15 @@ mil_rule(K.Concat)(lambda ctx, node, *xs: ctx.mb.concat(values=list(xs),
 
 
 def slice_(ctx, x, start, limit, strides=None):
+    """slice_by_index; a slice whose value is known (it lies in constant padding) becomes a
+    constant of x's dtype: coremltools' const_elimination would fold it to a constant of the
+    wrong dtype (int32 for a float or bool block) that no longer type-checks with its users."""
     strides = strides or (1,) * len(start)
-    return ctx.mb.slice_by_index(x=x, begin=ctx.ints(start), end=ctx.ints(limit),
-                                 stride=ctx.ints(strides))
+    out = ctx.mb.slice_by_index(x=x, begin=ctx.ints(start), end=ctx.ints(limit),
+                                stride=ctx.ints(strides))
+    if out.val is not None and np.size(out.val):
+        return ctx.const(np.asarray(out.val).astype(ctx.np_dtype(x)))
+    return out
 
 
 mil_rule(K.Slice)(lambda ctx, node, x: slice_(ctx, x, node.attrs["start"], node.attrs["limit"],
