@@ -9,7 +9,7 @@ mismatch or crash is shrunk to a minimal program and printed as a runnable scrip
         --out report.txt
 
 Modules: program.py (op records, source text, reproducers), generate.py + ops_*.py (the
-generator and its op table), oracle.py (reference, comparison, tolerances), worker.py (backend
+generator and its op table; ops_window.py: top_k, reduce_window, tie-heavy sorts), oracle.py (reference, comparison, tolerances), worker.py (backend
 calls in a child process: a SIGFPE or segfault is reported as a crash of that one program),
 shrink.py, runner.py (the loop and summary), cli.py.
 
