@@ -9,9 +9,10 @@ mismatch or crash is shrunk to a minimal program and printed as a runnable scrip
         --out report.txt
 
 Modules: program.py (op records, source text, reproducers), generate.py + ops_*.py (the
-generator and its op table; ops_window.py: top_k, reduce_window, tie-heavy sorts), oracle.py (reference, comparison, tolerances), worker.py (backend
-calls in a child process: a SIGFPE or segfault is reported as a crash of that one program),
-shrink.py, runner.py (the loop and summary), cli.py.
+generator and its op table; ops_window.py: top_k, reduce_window, tie-heavy sorts), oracle.py
+(reference, comparison, tolerances), worker.py (backend calls in a child process: a SIGFPE or
+segfault is reported as a crash of that one program), shrink.py, runner.py (the loop and
+summary), cli.py.
 
 Generator options (generate.Config, CLI flags): `exclude` drops op names (`--exclude conv1d`),
 `conv_zero_size=False` keeps convolution operands free of size-0 dimensions
