@@ -171,3 +171,32 @@ def test_reduce_window_over_padding_only(backend, case):
         return lax.reduce_window(x, jnp.array(init, x.dtype), combine, window, strides, padding,
                                  window_dilation=dilation)
     _check(backend, f, x, rtol=1e-2 if dtype == np.float16 else 1e-6)
+
+
+# ---- conv kernel gradients with input dilation, strides and uneven padding
+CONV_GRAD_CASES = [  # x (NHWC), w (HWIO), lhs_dilation, strides, padding
+    ((1, 1, 2, 1), (1, 3, 1, 1), (1, 2), (2, 2), ((0, 2), (1, 0))),
+    ((1, 1, 2, 1), (1, 3, 1, 1), (2, 2), (1, 3), ((0, 2), (1, 0))),
+    ((1, 2, 2, 1), (3, 3, 1, 1), (1, 2), (2, 2), ((0, 2), (1, 0))),
+    ((1, 3, 3, 2), (2, 2, 2, 1), (1, 2), (1, 3), ((0, 2), (1, 0))),
+    ((1, 2, 2, 1), (3, 3, 1, 1), (2, 2), (2, 2), ((0, 2), (1, 0))),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV_GRAD_CASES)))
+def test_conv_gradients_with_input_dilation(backend, case):
+    """MLX's own conv VJP gave these kernel gradients the wrong shape."""
+    xs, ws, lhs_dilation, strides, padding = CONV_GRAD_CASES[case]
+
+    def f(x, w):
+        y = lax.conv_general_dilated(x, w, strides, padding, lhs_dilation=lhs_dilation,
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.sum(y ** 2)
+    rng = np.random.default_rng(case)
+    x, w = rng.normal(size=xs).astype(np.float32), rng.normal(size=ws).astype(np.float32)
+    want = jax.jit(jax.grad(f, argnums=(0, 1)))(x, w)
+    for opts in _runs(backend):
+        got = rlx_jax.jit(jax.grad(f, argnums=(0, 1)), backend=backend, **opts)(x, w)
+        for g, v in zip(got, want):
+            assert g.shape == v.shape
+            np.testing.assert_allclose(np.asarray(g), np.asarray(v), rtol=1e-5, atol=1e-5)

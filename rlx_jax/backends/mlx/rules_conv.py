@@ -18,12 +18,14 @@ from .table import FLOATS, highest, index_dtype, lowest, mlx_rule, out_dtype, sc
 
 
 @mlx_rule(K.Conv)
-def _conv(ctx, node, x, w):
+def _conv(ctx, node, x, w, patches=False):
     """Results known statically never reach MLX's conv, which divides by the input feature count
     (none: SIGFPE), hands BLAS an empty weight matrix (no output features: the reference BLAS
     exits) and sizes an output with no room for a window by truncating division (a row of
     garbage). An empty result is empty; an empty contraction (no input features, windows over
-    padding only) is zeros. The result is checked against the IR's shape."""
+    padding only) is zeros. The result is checked against the IR's shape. `patches=True` takes
+    the patches form (explicit padding and dilation, then a contraction) even where MLX's conv
+    would do."""
     a = node.attrs
     lhs_spec, rhs_spec, out_spec = a["dimension_numbers"]
     nsp = len(lhs_spec) - 2
@@ -41,7 +43,7 @@ def _conv(ctx, node, x, w):
         groups = bgc
     padding = list(a["padding"])
     lhs_dil = list(a["lhs_dilation"])
-    if dt not in FLOATS or not 1 <= nsp <= 3:     # MLX convolves floats in 1 to 3 dims
+    if patches or dt not in FLOATS or not 1 <= nsp <= 3:   # MLX convolves floats in 1-3 dims
         out = _conv_by_patches(x, w, a["window_strides"], padding, lhs_dil, a["rhs_dilation"],
                                groups, dt)
         return _checked(node, _to_out_spec(out, out_spec), shape)

@@ -205,8 +205,16 @@ def _conv_backward_input(ctx, node, dy, w):
 
 @mlx_rule(K.Conv2dBackwardWeight)
 def _conv_backward_weight(ctx, node, x, dy):
-    w0 = mx.zeros(tuple(node.attrs["weight_shape"]), out_dtype(node))
-    return _vjp(lambda w: _conv(ctx, node, x, w), w0, dy)
+    """MLX's conv VJP mis-sizes the weight gradient when input dilation meets strides and
+    uneven padding (mlx 0.32.4: a (1,3,1,1) kernel gets a (1,2,1,1) gradient). MLX sizes arrays
+    when it builds the graph, so that is seen here, before anything runs; the gradient is then
+    taken through the patches form of the convolution (explicit padding and dilation)."""
+    shape = tuple(node.attrs["weight_shape"])
+    w0 = mx.zeros(shape, out_dtype(node))
+    dw = _vjp(lambda w: _conv(ctx, node, x, w), w0, dy)
+    if tuple(dw.shape) != shape:
+        dw = _vjp(lambda w: _conv(ctx, node, x, w, patches=True), w0, dy)
+    return dw
 
 
 @mlx_rule(K.MaxPool2dBackward)
