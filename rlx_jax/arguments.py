@@ -1,0 +1,123 @@
+"""Arguments and results of a jitted function: leaf signatures (shape, dtype, weak type) JAX's
+way, the names of input and output leaves after their pytree paths, and the errors for
+arguments that cannot be taken (tracers, PRNG keys, unhashable static values)."""
+import jax
+import numpy as np
+
+from .errors import BadArgumentError
+
+_SCALAR_TYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
+_SCALAR_TYPES_X64 = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
+                     float: np.dtype(np.float64)}
+_NARROW = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
+           np.dtype(np.uint64): np.dtype(np.uint32)}
+_DTYPES = {}   # dtype object of any array library -> numpy dtype (memoised: hot path)
+
+
+class _PrngKeyDtype(Exception):
+    """The dtype is JAX's typed PRNG key dtype (key<fry>, ...), not an array dtype."""
+
+
+def _to_np_dtype(dtype):
+    try:
+        return _DTYPES[dtype]
+    except (KeyError, TypeError):
+        pass
+    try:
+        out = np.dtype(dtype)
+    except TypeError:
+        if type(dtype).__module__.startswith("mlx"):
+            from .backends.mlx.runtime import mlx_to_np_dtype  # an mx.Dtype
+            out = mlx_to_np_dtype(dtype)
+        elif jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            raise _PrngKeyDtype() from None
+        else:
+            raise BadArgumentError(f"dtype {dtype} is not an array dtype rlx_jax knows; pass "
+                                   f"float/int/uint/bool arrays") from None
+    try:
+        _DTYPES[dtype] = out
+    except TypeError:
+        pass
+    return out
+
+
+def leaf_signature(x, path, x64=False):
+    """(shape, dtype, weak_type) of one argument leaf, JAX's way."""
+    t = type(x)
+    if t in _SCALAR_TYPES:
+        return ((), (_SCALAR_TYPES_X64 if x64 else _SCALAR_TYPES)[t], t is not bool)
+    if isinstance(x, jax.core.Tracer):
+        raise TracedArgument(x)
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        if isinstance(x, complex):
+            raise BadArgumentError(f"argument {path}: complex numbers are not supported")
+        raise BadArgumentError(
+            f"argument {path} has type {t.__name__}, which is not an array or a number; "
+            f"pass jax/numpy/mlx arrays or Python scalars, or mark it static "
+            f"(static_argnums/static_argnames)")
+    try:
+        dtype = _to_np_dtype(dtype)
+    except _PrngKeyDtype:
+        raise BadArgumentError(
+            f"argument {path} is a typed PRNG key ({dtype}); random numbers cannot be drawn "
+            f"inside rlx_jax.jit yet: draw them outside and pass the arrays in (e.g. "
+            f"jax.random.normal(key, shape)), or pass the key's raw uint32 data "
+            f"(jax.random.key_data(key)) if the function only passes it through") from None
+    if not x64:
+        dtype = _NARROW.get(dtype, dtype)
+    return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
+
+
+def _key_name(k):
+    for attr in ("key", "name", "idx"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)
+
+
+def leaf_names(params, dyn_positions, dyn_args, dyn_kwargs):
+    """One name per dynamic argument leaf after its pytree path: `params_w1`, `x`, `scale`."""
+    names = []
+    for path, _ in jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0]:
+        top, key, rest = path[0], path[1], path[2:]
+        if _key_name(top) == "0":
+            i = dyn_positions[int(_key_name(key))]
+            head = params[i] if i < len(params) else f"arg{i}"
+        else:
+            head = _key_name(key)
+        names.append("_".join([head] + [_key_name(k) for k in rest]))
+    return names
+
+
+def output_names(out_tree):
+    """One name per output leaf: `output` for a single array, else `output_<path>`."""
+    n = out_tree.num_leaves
+    leaves = jax.tree_util.tree_flatten_with_path(
+        jax.tree_util.tree_unflatten(out_tree, list(range(n))))[0]
+    if n == 1 and not leaves[0][0]:
+        return ["output"]
+    return ["_".join(["output"] + [_key_name(k) for k in path]) for path, _ in leaves]
+
+
+class TracedArgument(Exception):
+    """An argument leaf is a JAX tracer (args[0]): the function is being transformed."""
+
+
+def raise_unhashable(name, statics):
+    """Raises the error for the first static argument that cannot be hashed."""
+    for where, value in statics:
+        try:
+            hash(value)
+        except TypeError as e:
+            what = f"argument {where}" if isinstance(where, int) else f"argument '{where}'"
+            text = repr(value)
+            text = text if len(text) <= 60 else text[:57] + "..."
+            hint = ("pass a tuple instead of a list" if isinstance(value, list) else
+                    "pass it as a dynamic argument (leave it out of static_argnums/"
+                    "static_argnames)" if hasattr(value, "shape") else
+                    "give its class __hash__ and __eq__, or pass it as a dynamic argument")
+            raise BadArgumentError(
+                f"Non-hashable static arguments are not supported: static {what} of {name} is "
+                f"an object of type {type(value).__name__} ({text}), and hashing it failed "
+                f"with TypeError: {e}. Static arguments key the compile cache; {hint}") from None
