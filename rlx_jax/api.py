@@ -86,6 +86,7 @@ class Compiled:
 
 
 _METADATA = ("__module__", "__name__", "__qualname__", "__doc__")
+_LEAF_TYPES = {}   # type -> whether its instances are pytree leaves (method binding)
 
 
 def _callable_name(fun):
@@ -131,8 +132,12 @@ class Jitted:
         arrays (a registered pytree class, e.g. a dataclass of parameters)."""
         if obj is None:
             return self
-        if jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(obj)) \
-                and 0 not in self.static_argnums:
+        t = type(obj)
+        leaf = _LEAF_TYPES.get(t)
+        if leaf is None:
+            leaf = _LEAF_TYPES[t] = jax.tree_util.treedef_is_leaf(
+                jax.tree_util.tree_structure(obj))
+        if leaf and 0 not in self.static_argnums:
             if self._method is None:
                 self._method = Jitted(self.fun, self.backend_name,
                                       tuple(self.static_argnums | {0}), (), self.options)
