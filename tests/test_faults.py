@@ -184,13 +184,23 @@ def test_no_usable_directory_at_all_is_a_clear_error(tmp_path, monkeypatch):
 
 # ---- MLX: kernel libraries cut short ----
 
-@needs_mlx
-def test_truncated_kernel_library_is_removed_and_rebuilt(cache):
-    code = CHILD.replace("sys.argv[1]", "'mlx'").replace("int(sys.argv[2])", "1")
-    _python(code, cache)
+def _libraries(cache):
     libs = list(cache.glob("mlx/*/cpu/*.so"))
     if not libs:
         pytest.skip("mx.compile built no kernel library here (no g++?)")
+    return libs
+
+
+def _one_program_built(cache):
+    """The child program (one MLX program) and the kernel libraries its first run built."""
+    code = CHILD.replace("sys.argv[1]", "'mlx'").replace("int(sys.argv[2])", "1")
+    _python(code, cache)
+    return code, _libraries(cache)
+
+
+@needs_mlx
+def test_truncated_kernel_library_is_removed_and_rebuilt(cache):
+    code, libs = _one_program_built(cache)
     size = libs[0].stat().st_size
     for lib in libs:                          # a build killed mid-write: header, no tables
         with open(lib, "r+b") as f:
@@ -205,9 +215,7 @@ def test_truncated_kernel_library_is_removed_and_rebuilt(cache):
 def test_sweep_removes_only_bad_libraries(cache):
     from rlx_jax.backends.mlx import kernel_cache
     _check(lambda x: jnp.sin(x) * 2.5, "mlx", X)
-    libs = list(cache.glob("mlx/*/cpu/*.so"))
-    if not libs:
-        pytest.skip("mx.compile built no kernel library here (no g++?)")
+    libs = _libraries(cache)
     good = libs[0].read_bytes()
     cpu = libs[0].parent
     (cpu / "libempty.so").write_bytes(b"")
@@ -221,11 +229,7 @@ def test_sweep_removes_only_bad_libraries(cache):
 
 @needs_mlx
 def test_unloadable_library_is_removed_and_the_call_retried(cache):
-    code = CHILD.replace("sys.argv[1]", "'mlx'").replace("int(sys.argv[2])", "1")
-    _python(code, cache)
-    libs = list(cache.glob("mlx/*/cpu/*.so"))
-    if not libs:
-        pytest.skip("mx.compile built no kernel library here (no g++?)")
+    code, libs = _one_program_built(cache)
     for lib in libs:                         # whole, but not loadable: e_type is garbage
         data = bytearray(lib.read_bytes())
         data[0x10] = 0x7F
