@@ -132,13 +132,19 @@ class Ctx:
     def margin(self, name):
         return 5e-2 if self.v(name).dtype == "float16" else 1e-3
 
+    def _loose_margin(self, name):
+        """The margin of a float value that is not exact; None otherwise (nothing to check)."""
+        v = self.v(name)
+        if v.exact or v.dtype not in FLOATS:
+            return None
+        return self.margin(name)
+
     def far_from(self, name, boundaries):
         """Unless `name` is exact: each element must be farther than the margin from the nearest
         point of `boundaries(x)` (an array like x)."""
-        v = self.v(name)
-        if v.exact or v.dtype not in FLOATS:
+        m = self._loose_margin(name)
+        if m is None:
             return
-        m = self.margin(name)
 
         def check(data):
             x = data[name].astype(np.float64)
@@ -151,10 +157,9 @@ class Ctx:
 
     def distinct(self, name, axis=None):
         """Unless `name` is exact: its values along `axis` must be pairwise well apart."""
-        v = self.v(name)
-        if v.exact or v.dtype not in FLOATS:
+        m = self._loose_margin(name)
+        if m is None:
             return
-        m = self.margin(name)
 
         def check(data):
             x = data[name].astype(np.float64)

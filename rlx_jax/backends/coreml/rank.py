@@ -70,6 +70,24 @@ def _around(cur, g):
     return [pre] if pre > 1 else [], [post] if post > 1 else []
 
 
+def _steps(groups, cur, axis_part, size_after):
+    """The group-by-group plan shared by the two rewrites: for each axis group holding a
+    flagged run (`axis_part(axis) -> (size, flag)`), (group, axes before it, its runs, axes
+    after it), where `cur` holds the current size of every group and `size_after(g, runs)` the
+    size of group g once rewritten. None when a step would pass MAX_RANK."""
+    steps = []
+    for g, group in enumerate(groups):
+        parts = _runs([axis_part(a) for a in group])
+        if not any(flag for _, flag in parts):
+            continue
+        pre, post = _around(cur, g)
+        if len(pre) + len(parts) + len(post) > MAX_RANK:
+            return None
+        steps.append((g, pre, parts, post))
+        cur = cur[:g] + [size_after(g, parts)] + cur[g + 1:]
+    return steps
+
+
 def _broadcast_merge(b, x, expand, target):
     """Expand(x) to a high rank followed by a merging Reshape to `target`, step by step."""
     big, dims = expand.attrs["shape"], expand.attrs["dims"]
@@ -80,16 +98,9 @@ def _broadcast_merge(b, x, expand, target):
     if groups is None:
         return None
     cur = [int(np.prod([src[a] for a in g], dtype=np.int64)) for g in groups]
-    steps = []
-    for g, group in enumerate(groups):
-        parts = _runs([(big[a], src[a] == 1) for a in group])
-        if not any(flag for _, flag in parts):
-            continue
-        pre, post = _around(cur, g)
-        if len(pre) + len(parts) + len(post) > MAX_RANK:
-            return None
-        steps.append((g, pre, parts, post))
-        cur = cur[:g] + [target[g]] + cur[g + 1:]
+    steps = _steps(groups, cur, lambda a: (big[a], src[a] == 1), lambda g, parts: target[g])
+    if steps is None:
+        return None
     y = b.reshape(x, [int(np.prod([src[a] for a in g], dtype=np.int64)) for g in groups])
     for g, pre, parts, post in steps:
         y = b.reshape(y, pre + [1 if flag else n for n, flag in parts] + post)
@@ -105,16 +116,10 @@ def _split_reduce(b, y, reshape, reduce):
     groups = _groups(big, y.shape)
     if groups is None:
         return None
-    cur, steps = list(y.shape), []
-    for g, group in enumerate(groups):
-        parts = _runs([(big[a], a in axes) for a in group])
-        if not any(flag for _, flag in parts):
-            continue
-        pre, post = _around(cur, g)
-        if len(pre) + len(parts) + len(post) > MAX_RANK:
-            return None
-        steps.append((g, pre, parts, post))
-        cur = cur[:g] + [int(np.prod([n for n, f in parts if not f]))] + cur[g + 1:]
+    steps = _steps(groups, list(y.shape), lambda a: (big[a], a in axes),
+                   lambda g, parts: int(np.prod([n for n, f in parts if not f])))
+    if steps is None:
+        return None
     for g, pre, parts, post in steps:
         y = b.reshape(y, pre + [n for n, _ in parts] + post)
         red = tuple(len(pre) + j for j, (_, flag) in enumerate(parts) if flag)
