@@ -14,7 +14,7 @@ import rlx_jax
 from rlx_jax import errors
 from rlx_jax.backends.coreml import claims, package
 from rlx_jax.backends.coreml.executor import MilReferenceExecutor
-from rlx_jax.backends.coreml.mil import MIL_RULES, _load_families
+from rlx_jax.backends.coreml.mil import MIL_RULES, load_families
 from rlx_jax.backends.coreml.runtime import coreml_runtime_available
 from rlx_jax.ir.ops import OpKind as K
 from rlx_jax.passes.decompose import DECOMPS
@@ -34,7 +34,7 @@ def mil_ops(fn, *args, **options):
 # ---- claims and rules agree ----
 
 def test_claims_and_rules_agree():
-    _load_families()
+    load_families()
     claimed = (claims.SUPPORTED_OPS | claims.NATIVE_BACKWARD_OPS) - {K.Input}
     assert claimed - set(MIL_RULES) == set(), "claimed without a MIL rule"
     assert set(MIL_RULES) - claimed == set(), "MIL rule not claimed"

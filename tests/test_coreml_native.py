@@ -269,8 +269,8 @@ def test_softmax_cross_entropy_is_constant_size_at_vocabulary_scale():
 
 def test_claims_and_rules_agree():
     from rlx_jax.backends.coreml import claims
-    from rlx_jax.backends.coreml.mil import MIL_RULES, _load_families
-    _load_families()
+    from rlx_jax.backends.coreml.mil import MIL_RULES, load_families
+    load_families()
     native = (claims.SUPPORTED_OPS & FORWARD) | claims.NATIVE_BACKWARD_OPS
     assert FORWARD <= claims.SUPPORTED_OPS
     assert native <= set(MIL_RULES)

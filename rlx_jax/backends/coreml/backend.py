@@ -3,7 +3,7 @@ import time
 
 from ...errors import LoweringError, RlxError
 from . import claims, package, package_cache
-from .mil import MIL_RULES, build_program as _build, io_names
+from .mil import MIL_RULES, build_program as _build, io_names, load_families
 from .empty import FoldedExecutable, NoProgram, fold_empty
 
 
@@ -56,7 +56,11 @@ class CoremlBackend:
     SUPPORTED_OPS_TRAINING = claims.SUPPORTED_OPS_TRAINING
     CLAIM_PREDICATES = claims.CLAIM_PREDICATES
     options = package.OPTIONS
-    rules = MIL_RULES
+
+    def rules(self):
+        """The lowering table (OpKind -> rule), every family loaded."""
+        load_families()
+        return MIL_RULES
 
     def available(self):
         try:

@@ -86,7 +86,7 @@ def _init_value(fn, dtype):
     return np.asarray(info.min if fn == "max" else info.max, dtype)
 
 
-def _load_families():
+def load_families():
     from . import mil_conv, mil_elementwise, mil_index, mil_reduce, mil_shape  # noqa: F401
     from . import mil_nn, mil_nn_attn, mil_nn_conv  # noqa: F401
 
@@ -129,7 +129,7 @@ def build_program(graph, opset, input_names=None, output_names=None):
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.mil import Function, Program
     from .rank import lower_rank
-    _load_families()
+    load_families()
     graph = lower_rank(graph)
     boundary = legality.check_graph(graph)
     in_names, out_names = io_names(graph, input_names, output_names)

@@ -29,6 +29,11 @@ class MlxBackend:
     def unavailable_reason(self):
         return _IMPORT_ERROR or ""
 
+    def rules(self):
+        """The lowering table (OpKind -> rule), every family loaded."""
+        from .lower import MLX_RULES
+        return MLX_RULES
+
     def check_options(self, options):
         if not isinstance(options.get("compile", True), bool):
             raise BadArgumentError(f"backend 'mlx': compile={options['compile']!r}; it must be "

@@ -25,6 +25,10 @@ class XlaBackend:
     def unavailable_reason(self):
         return ""
 
+    def rules(self):
+        """The lowering table (OpKind -> rule)."""
+        return XLA_RULES
+
     def output_converter(self, output):
         """outs -> outs for jit's `output` option (None: the jax.Arrays as they are)."""
         return _to_numpy if output == "numpy" else None
