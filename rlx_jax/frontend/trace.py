@@ -15,7 +15,7 @@ from jax.extend import core as jcore
 from ..errors import RlxError, UnsupportedPrimitiveError
 from ..ir.graph import Builder, Graph, Value
 from ..ir.ops import OpKind
-from ..passes.dce import dce
+from ..ir.rewrite import dce
 from ..transforms import tracing
 from .rules import JAXPR_RULES, UNSUPPORTED
 

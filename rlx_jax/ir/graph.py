@@ -53,15 +53,18 @@ def _fmt_attr(v):
 
 
 class Node:
-    """One operation: kind, operand values, plain attributes, output values, user source line."""
-    __slots__ = ("kind", "inputs", "attrs", "outputs", "src")
+    """One operation: kind, operand values, plain attributes, output values, user source line,
+    and regions: the sub-graphs of control flow, kept apart from the hashable attributes (a
+    region's Inputs are its parameters; nothing in it refers to an outer value)."""
+    __slots__ = ("kind", "inputs", "attrs", "outputs", "src", "regions")
 
-    def __init__(self, kind, inputs, attrs, src=None):
+    def __init__(self, kind, inputs, attrs, src=None, regions=()):
         self.kind = kind
         self.inputs = tuple(inputs)
         self.attrs = dict(attrs)
         self.outputs = ()
         self.src = src
+        self.regions = tuple(regions)
 
     @property
     def out(self):
@@ -84,7 +87,8 @@ class Node:
 
 
 class Graph:
-    """A straight-line SSA program. Input nodes carry attrs index=position in the flat inputs."""
+    """An SSA program; control flow nests graphs as node regions. Input nodes carry attrs
+    index=position in the flat inputs."""
 
     def __init__(self, name="main"):
         self.name = name
@@ -172,13 +176,13 @@ class Builder:
         self.graph.inputs.append(v)
         return v
 
-    def add(self, kind, inputs, attrs=None, out=None):
+    def add(self, kind, inputs, attrs=None, out=None, regions=()):
         """Adds a node; `out` is a list of (shape, dtype), inferred when omitted.
 
         Returns the output Value, or a tuple of them for a multi-output node.
         """
         from . import shapes
-        node = Node(kind, inputs, attrs or {}, self.src)
+        node = Node(kind, inputs, attrs or {}, self.src, regions)
         if out is None:
             out = shapes.infer(node)
         node.outputs = tuple(Value(s, d, node, i) for i, (s, d) in enumerate(out))

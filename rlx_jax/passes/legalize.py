@@ -3,21 +3,13 @@
 Whatever is still unclaimed afterwards is collected and raised once as a LegalizationError that
 names every node, its text and its user source line. There is no silent fallback.
 """
-from ..errors import LegalizationError
-from ..ir.graph import Builder, Node, Value
+from ..errors import IRTypeError, LegalizationError
 from ..ir.ops import OpKind
-from .dce import dce
+from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
 
 BOUNDARY = frozenset({OpKind.Input, OpKind.Constant, OpKind.Param})
 MAX_ROUNDS = 32
-
-
-def _copy_node(b, node, inputs):
-    new = Node(node.kind, inputs, node.attrs, node.src)
-    new.outputs = tuple(Value(o.shape, o.dtype, new, i) for i, o in enumerate(node.outputs))
-    b.graph.nodes.append(new)
-    return new.outputs
 
 
 def _kept(node, keep, predicates):
@@ -28,32 +20,21 @@ def _kept(node, keep, predicates):
 def legalize_once(graph, keep, decomps=DECOMPS, predicates=None):
     """One rewrite round. Returns (new graph, number of nodes expanded, unclaimed nodes).
     `predicates` ({kind: fn(node) -> bool}) narrows the claim on a kind to some nodes."""
-    b = Builder(graph.like())
-    env, expanded, bad = {}, 0, []
+    bad = []
     predicates = predicates or {}
-    for n in graph.nodes:
-        ins = [env[v.id] for v in n.inputs]
-        kept = _kept(n, keep, predicates)
-        if kept or n.kind in BOUNDARY or n.kind not in decomps:
-            if not kept and n.kind not in BOUNDARY:
-                bad.append(n)
-            outs = _copy_node(b, n, ins)
-            if n.kind is OpKind.Input:
-                b.graph.inputs.append(outs[0])
-        else:
-            b.src = n.src
-            res = decomps[n.kind](b, n, *ins)
-            outs = res if isinstance(res, (tuple, list)) else (res,)
-            for o, new in zip(n.outputs, outs):
-                if (o.shape, o.dtype) != (new.shape, new.dtype):
-                    raise LegalizationError(
-                        f"decomposition of {n.kind.name} produced {new.type_str()} for "
-                        f"{o.type_str()} in `{n.text()}`")
-            expanded += 1
-        for o, new in zip(n.outputs, outs):
-            env[o.id] = new
-    b.graph.outputs = [env[v.id] for v in graph.outputs]
-    return b.graph, expanded, bad
+
+    def expand(b, n, ins):
+        if _kept(n, keep, predicates) or n.kind in BOUNDARY:
+            return None
+        if n.kind not in decomps:
+            bad.append(n)
+            return None
+        return decomps[n.kind](b, n, *ins)
+    try:
+        new, expanded = rewrite(graph, expand, "decomposition")
+    except IRTypeError as e:
+        raise LegalizationError(str(e)) from None
+    return new, expanded, bad
 
 
 def legalize(graph, keep, backend="?", decomps=DECOMPS):

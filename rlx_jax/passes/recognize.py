@@ -15,52 +15,30 @@ import itertools
 import numpy as np
 
 from ..errors import IRTypeError
-from ..ir.graph import Builder, Graph, Node, Value
+from ..ir.graph import Builder, Graph
 from ..ir.interpret import rule_table
 from ..ir.ops import OpKind as K
 from ..nn.kinds import gather_dimension_numbers
-from .dce import dce
+from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
 
 RECOGNIZERS, recognizer = rule_table("RECOGNIZERS")
 
 
-def _copy(b, node, inputs):
-    new = Node(node.kind, inputs, node.attrs, node.src)
-    new.outputs = tuple(Value(o.shape, o.dtype, new, i) for i, o in enumerate(node.outputs))
-    b.graph.nodes.append(new)
-    return new.outputs
-
-
 def recognize(graph):
     """Returns `graph` with recognised subgraphs replaced by backward kinds (see module doc)."""
-    b = Builder(graph.like())
-    env, fired = {}, 0
-    for n in graph.nodes:
-        ins = [env[v.id] for v in n.inputs]
+    def replace(b, n, ins):
         rec = RECOGNIZERS.get(n.kind)
         cand = rec(n) if rec is not None else None
         if cand is None:
-            outs = _copy(b, n, ins)
-            if n.kind is K.Input:
-                b.graph.inputs.append(outs[0])
-        else:
-            kind, operands, attrs, prep = cand
-            b.src = n.src
-            operands = [env[v.id] for v in operands]
-            if prep is not None:
-                operands = prep(b, *operands)
-            out = b.add(kind, operands, attrs)
-            outs = (out,)
-            if (out.shape, out.dtype) != (n.out.shape, n.out.dtype):
-                raise IRTypeError(f"recognising {kind.name} changed the type of `{n.text()}`")
-            fired += 1
-        for o, new in zip(n.outputs, outs):
-            env[o.id] = new
-    if not fired:
-        return graph
-    b.graph.outputs = [env[v.id] for v in graph.outputs]
-    return dce(b.graph).verify()
+            return None
+        kind, operands, attrs, prep = cand
+        operands = [b.value_of(v) for v in operands]
+        if prep is not None:
+            operands = prep(b, *operands)
+        return b.add(kind, operands, attrs)
+    new, fired = rewrite(graph, replace, "recognising")
+    return dce(new).verify() if fired else graph
 
 
 # ---- exact structural comparison of a candidate's decomposition with the original ----

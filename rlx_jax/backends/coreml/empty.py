@@ -19,7 +19,7 @@ from ...errors import LoweringError
 from ...ir.graph import Builder
 from ...ir.interpret import where
 from ...ir.ops import OpKind as K
-from ...passes.dce import dce
+from ...ir.rewrite import dce
 from .mil import _init_value
 from .rank import copy_node
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ...ir.graph import Builder, Node, Value
 from ...ir.ops import OpKind as K
-from ...passes.dce import dce
+from ...ir.rewrite import dce
 from .legality import MAX_RANK
 
 
