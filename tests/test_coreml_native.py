@@ -19,7 +19,7 @@ from rlx_jax import nn
 from rlx_jax.backends.base import all_backends, kept_kinds
 from rlx_jax.ir.graph import Builder
 from rlx_jax.ir.ops import BACKWARD, FORWARD, PRIMITIVE, OpKind as K
-from rlx_jax.nn.kinds import evaluate
+from rlx_jax.ir.reference import evaluate
 from rlx_jax.passes.legalize import legalize
 
 from .conftest import BACKENDS

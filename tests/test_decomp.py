@@ -7,7 +7,7 @@ import pytest
 
 from rlx_jax.backends.base import all_backends, kept_kinds
 from rlx_jax.ir.ops import BACKWARD, FORWARD, PRIMITIVE, OpKind as K
-from rlx_jax.nn.kinds import KIND_REFS, evaluate
+from rlx_jax.ir.reference import REFERENCE, evaluate
 from rlx_jax.passes.decompose import DECOMPS
 from rlx_jax.passes.legalize import legalize
 
@@ -23,7 +23,7 @@ CASES = KIND_CASES + [TIES]
 
 
 def test_every_contract_kind_has_a_decomposition():
-    contract = FORWARD | {k for k in KIND_REFS if k in BACKWARD}
+    contract = FORWARD | {k for k in REFERENCE if k in BACKWARD}
     missing = sorted(k.name for k in contract if k not in DECOMPS)
     assert missing == []
     assert {c.kind for c in CASES} >= contract - {K.Activation}
@@ -128,7 +128,7 @@ def test_decomposed_attention_runs_under_grad_of_plain_jax():
     r = np.random.RandomState(1)
     q, k, v, dout = (r.randn(1, 2, 3, 4).astype(np.float32) for _ in range(4))
     attrs = dict(scale=0.5, causal=True, layout="BHSD", mask_kind="none")
-    ref = KIND_REFS[K.Attention]
+    ref = REFERENCE[K.Attention]
     _, vjp = jax.vjp(lambda q, k, v: ref(q, k, v, **attrs), q, k, v)
     graph, _ = single_node_graph(K.AttentionBackward, [(a.shape, a.dtype) for a in
                                                        (q, k, v, dout)], attrs)

@@ -1,9 +1,10 @@
 """jaxpr -> RLX IR Graph.
 
 Inlines call-like primitives (jit, closed_call, call, custom_jvp_call, custom_vjp_call,
-remat2 = jax.checkpoint) and conds on a constant index, turns literals and closed-over arrays
-into Constants, records the user's file:line on every node, removes dead code, and collects
-every unsupported primitive before raising once.
+remat2 = jax.checkpoint), turns literals and closed-over arrays into Constants, records the
+user's file:line on every node, removes dead code, and collects every unsupported primitive
+before raising once. `translate` emits a jaxpr into an existing Builder (for rules and
+decompositions written as jnp functions).
 """
 import os
 
@@ -14,7 +15,6 @@ from jax.extend import core as jcore
 
 from ..errors import RlxError, UnsupportedPrimitiveError
 from ..ir.graph import Builder, Graph, Value
-from ..ir.ops import OpKind
 from ..ir.rewrite import dce
 from ..transforms import tracing
 from .rules import JAXPR_RULES, UNSUPPORTED
@@ -37,12 +37,25 @@ def source_line(eqn):
 
 
 class EqnContext:
-    """What a JAXPR_RULES rule sees: the builder and the eqn's output types."""
-    __slots__ = ("b", "eqn")
+    """What a JAXPR_RULES rule sees: the builder, the eqn and its output types, and ways to
+    translate a sub-jaxpr in place or to record the eqn as unsupported."""
+    __slots__ = ("b", "eqn", "src", "_tracer")
 
-    def __init__(self, b, eqn):
-        self.b = b
+    def __init__(self, tracer, eqn, src):
+        self.b = tracer.b
         self.eqn = eqn
+        self.src = src
+        self._tracer = tracer
+
+    def translate(self, closed, operands):
+        """Translates ClosedJaxpr `closed` on `operands` in place of this eqn; its nodes keep
+        this eqn's source line where they have no user line of their own."""
+        return self._tracer.inline(closed, operands, self.src)
+
+    def unsupported(self, reason):
+        """Records this eqn as unsupported (raised with every other one at the end of the
+        trace) and returns stand-ins for its outputs."""
+        return self._tracer.unsupported(self.eqn, self.src, reason)
 
     @property
     def out_avals(self):
@@ -59,14 +72,6 @@ def _eqn_text(eqn, limit=200):
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _constant_index(v):
-    """The integer value of a scalar produced by a Constant node, else None."""
-    node = v.node
-    if node is None or node.kind is not OpKind.Constant or v.shape != ():
-        return None
-    return int(np.asarray(node.attrs["value"]))
-
-
 def _placeholder(aval):
     """A stand-in value for an unsupported eqn's output, so tracing can go on and collect every
     unsupported primitive; extended dtypes (PRNG keys) get a plain one."""
@@ -78,9 +83,9 @@ def _placeholder(aval):
 
 
 class _Tracer:
-    def __init__(self):
-        self.b = Builder(Graph())
-        self.missing = {}   # primitive name -> [count, first eqn text, source line]
+    def __init__(self, b=None):
+        self.b = b if b is not None else Builder(Graph())
+        self.missing = {}   # primitive name -> [count, first eqn text, reason, source line]
         self.literals = {}
         self.call_src = None   # source line of the innermost enclosing call-like eqn
 
@@ -114,30 +119,33 @@ class _Tracer:
         self.b.src = None
         return self.b.const(np.asarray(c))
 
+    def inline(self, body, invals, src):
+        """Translates `body` (a Jaxpr or ClosedJaxpr) on `invals`, its lines defaulting to src."""
+        outer, self.call_src = self.call_src, src
+        try:
+            if isinstance(body, jcore.ClosedJaxpr):
+                return self.run(body.jaxpr, body.consts, list(invals))
+            return self.run(body, [], list(invals))
+        finally:
+            self.call_src = outer
+
+    def unsupported(self, eqn, src, reason):
+        name = eqn.primitive.name
+        entry = self.missing.setdefault(name, [0, _eqn_text(eqn), reason, src])
+        entry[0] += 1
+        return [_placeholder(v.aval) for v in eqn.outvars]
+
     def eqn(self, eqn, invals):
         name = eqn.primitive.name
         src = source_line(eqn) or self.call_src
         if name in CALL_PARAMS and CALL_PARAMS[name] in eqn.params:
-            body = eqn.params[CALL_PARAMS[name]]
-            outer, self.call_src = self.call_src, src
-            try:
-                if isinstance(body, jcore.ClosedJaxpr):
-                    return self.run(body.jaxpr, body.consts, invals)
-                return self.run(body, [], invals)
-            finally:
-                self.call_src = outer
-        if name == "cond" and _constant_index(invals[0]) is not None:
-            branches = eqn.params["branches"]   # lax.switch clamps the index into range
-            i = min(max(_constant_index(invals[0]), 0), len(branches) - 1)
-            return self.run(branches[i].jaxpr, branches[i].consts, invals[1:])
+            return self.inline(eqn.params[CALL_PARAMS[name]], invals, src)
         rule = JAXPR_RULES.get(name)
         if rule is None:
-            entry = self.missing.setdefault(name, [0, _eqn_text(eqn), src])
-            entry[0] += 1
-            return [_placeholder(v.aval) for v in eqn.outvars]
+            return self.unsupported(eqn, src, UNSUPPORTED.get(name, "no rule yet"))
         self.b.src = src
         try:
-            out = rule(EqnContext(self.b, eqn), *invals, **eqn.params)
+            out = rule(EqnContext(self, eqn, src), *invals, **eqn.params)
         except RlxError as e:
             e.args = (f"{e.args[0] if e.args else e}\n  in `{_eqn_text(eqn)}`"
                       + (f" at {src}" if src else ""),)
@@ -155,8 +163,7 @@ class _Tracer:
         if not self.missing:
             return
         lines = []
-        for name, (count, text, src) in sorted(self.missing.items()):
-            why = UNSUPPORTED.get(name, "no rule yet")
+        for name, (count, text, why, src) in sorted(self.missing.items()):
             lines.append(f"  {name} ×{count} ({why})\n      {text}"
                          + (f"\n      at {src}" if src else ""))
         raise UnsupportedPrimitiveError(
@@ -164,6 +171,15 @@ class _Tracer:
             + "\n".join(lines)
             + "\nRewrite these parts with supported jnp/lax ops or rlx_jax.nn ops, run them "
               "outside rlx_jax.jit, or file a frontend rule.")
+
+
+def translate(closed_jaxpr, b, operands):
+    """Emits `closed_jaxpr` into Builder `b` on `operands` (values of b's graph) and returns its
+    output values; unsupported primitives raise one UnsupportedPrimitiveError."""
+    t = _Tracer(b)
+    outs = t.run(closed_jaxpr.jaxpr, closed_jaxpr.consts, list(operands))
+    t.raise_missing()
+    return outs
 
 
 def graph_from_jaxpr(closed_jaxpr, name="main"):

@@ -147,8 +147,11 @@ class Graph:
 
     __str__ = as_text
 
-    def verify(self):
-        """Checks SSA order: every operand is defined before use; outputs are defined."""
+    def verify(self, types=True):
+        """Checks SSA order (every operand is defined before use; outputs are defined) and, with
+        `types`, that every node's output types are those its kind's reference semantics give
+        (ir/reference.py, evaluated abstractly and memoised per signature)."""
+        from . import shapes
         defined = set()
         for n in self.nodes:
             for v in n.inputs:
@@ -158,6 +161,16 @@ class Graph:
                 if o.node is not n:
                     raise IRTypeError(f"output {o!r} of `{n!r}` does not point back to its node")
                 defined.add(o.id)
+            if types and n.kind is not OpKind.Input:
+                want = [(o.shape, o.dtype) for o in n.outputs]
+                if n.kind is OpKind.Constant:
+                    value = n.attrs["value"]
+                    got = [(tuple(value.shape), value.dtype)]
+                else:
+                    got = shapes.infer(n)
+                if got != want:
+                    raise IRTypeError(f"`{n!r}` has output types {want}; its kind's reference "
+                                      f"semantics give {got}")
         for v in self.outputs:
             if v.id not in defined:
                 raise IRTypeError(f"graph output {v!r} is not defined by any node")

@@ -8,7 +8,7 @@ from .activations import activation, gelu, relu, sigmoid, silu, softmax, tanh
 from .attn import attention, rope, rope_tables
 from .losses import softmax_cross_entropy_with_logits
 from . import norms as _norms
-from ._prim import promote
+from .primitive import promote
 
 
 def _last_dim(name, x, *vecs):

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 from jax.interpreters import ad
 
-from ._prim import Prim, define, differentiable
+from ..ir.ops import OpKind as K
+from .primitive import Prim, define, differentiable
 
 FNS = {
     "relu": jax.nn.relu,
@@ -33,8 +34,9 @@ def activation_backward_ref(x, dy, *, fn):
     return jax.jvp(FNS[fn], (x,), (dy,))[1]
 
 
-relu_backward_p = define("rlx_relu_backward", relu_backward_ref, rows=(0, 1))
-activation_backward_p = define("rlx_activation_backward", activation_backward_ref, rows=(0, 1))
+relu_backward_p = define("rlx_relu_backward", relu_backward_ref, kind=K.ReluBackward, rows=(0, 1))
+activation_backward_p = define("rlx_activation_backward", activation_backward_ref,
+                               kind=K.ActivationBackward, rows=(0, 1))
 
 
 def _activation_bwd(ct, primals, need, *, fn):
@@ -44,7 +46,7 @@ def _activation_bwd(ct, primals, need, *, fn):
     return [activation_backward_p.bind(x, ct, fn=fn)]
 
 
-activation_p = differentiable("rlx_activation", activation_ref, linear=(0,),
+activation_p = differentiable("rlx_activation", activation_ref, kind=K.Activation, linear=(0,),
                               backward=_activation_bwd, rows=(0,))
 
 
@@ -62,7 +64,12 @@ def _softmax_jvp(primals, tangents, *, axis):
     return y, y * (t - jnp.sum(y * t, axis=axis, keepdims=True))
 
 
-softmax_p = Prim("rlx_softmax", softmax_ref, rows=(0,), jvp=_softmax_jvp)
+def _softmax_attrs(params, operands):
+    return {"axis": params["axis"] % operands[0].ndim}
+
+
+softmax_p = Prim("rlx_softmax", softmax_ref, kind=K.Softmax, attrs=_softmax_attrs, rows=(0,),
+                 jvp=_softmax_jvp)
 
 
 def _check_fn(fn):

@@ -8,7 +8,8 @@ negative finite value, so a fully masked row attends uniformly instead of produc
 import jax
 import jax.numpy as jnp
 
-from ._prim import define, differentiable, promote
+from ..ir.ops import OpKind as K
+from .primitive import define, differentiable, promote
 
 
 def _to_bhsd(t, layout):
@@ -58,14 +59,15 @@ def attention_backward_ref(q, k, v, *rest, scale, causal, layout, mask_kind):
     return tuple(_to_bhsd(t, layout) for t in (dq, dk, dv))
 
 
-attention_bwd_p = define("rlx_attention_backward", attention_backward_ref, multiple_results=True)
+attention_bwd_p = define("rlx_attention_backward", attention_backward_ref,
+                         kind=K.AttentionBackward, multiple_results=True)
 
 
 def _attention_bwd(ct, primals, need, **params):
     return list(attention_bwd_p.bind(*primals, ct, **params))
 
 
-attention_p = differentiable("rlx_attention", attention_ref, linear=(0, 1, 2),
+attention_p = differentiable("rlx_attention", attention_ref, kind=K.Attention, linear=(0, 1, 2),
                              backward=_attention_bwd)
 
 
@@ -108,7 +110,7 @@ def rope_backward_ref(dy, cos, sin):
     return rope_ref(dy, cos, -sin)
 
 
-rope_bwd_p = define("rlx_rope_backward", rope_backward_ref, rows=(0,))
+rope_bwd_p = define("rlx_rope_backward", rope_backward_ref, kind=K.RopeBackward, rows=(0,))
 
 
 def _rope_bwd(ct, primals, need):
@@ -116,7 +118,8 @@ def _rope_bwd(ct, primals, need):
     return [rope_bwd_p.bind(ct, cos, sin)]
 
 
-rope_p = differentiable("rlx_rope", rope_ref, linear=(0,), backward=_rope_bwd, rows=(0,))
+rope_p = differentiable("rlx_rope", rope_ref, kind=K.Rope, linear=(0,), backward=_rope_bwd,
+                        rows=(0,))
 
 
 def rope(x, cos, sin):

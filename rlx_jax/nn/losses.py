@@ -2,7 +2,8 @@
 import jax
 import jax.numpy as jnp
 
-from ._prim import define, differentiable
+from ..ir.ops import OpKind as K
+from .primitive import define, differentiable
 
 
 def sce_ref(logits, labels):
@@ -17,7 +18,8 @@ def sce_backward_ref(logits, labels, dloss):
     return (jax.nn.softmax(logits, -1) - onehot.astype(logits.dtype)) * dloss[:, None]
 
 
-sce_bwd_p = define("rlx_softmax_cross_entropy_backward", sce_backward_ref)
+sce_bwd_p = define("rlx_softmax_cross_entropy_backward", sce_backward_ref,
+                   kind=K.SoftmaxCrossEntropyBackward)
 
 
 def _sce_bwd(ct, primals, need):
@@ -25,8 +27,8 @@ def _sce_bwd(ct, primals, need):
     return [sce_bwd_p.bind(logits, labels, ct)]
 
 
-sce_p = differentiable("rlx_softmax_cross_entropy_with_logits", sce_ref, linear=(0,),
-                       backward=_sce_bwd)
+sce_p = differentiable("rlx_softmax_cross_entropy_with_logits", sce_ref,
+                       kind=K.SoftmaxCrossEntropyWithLogits, linear=(0,), backward=_sce_bwd)
 
 
 def softmax_cross_entropy_with_logits(logits, labels):

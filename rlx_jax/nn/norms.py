@@ -4,7 +4,8 @@ last); reference implementations compute in the input dtype."""
 import jax
 import jax.numpy as jnp
 
-from ._prim import define, differentiable
+from ..ir.ops import OpKind as K
+from .primitive import define, differentiable
 
 
 def _rows(x, keep):
@@ -34,8 +35,10 @@ def ln_backward_gamma_ref(x, dy, *, eps):
     return _rows(dy * _stats(x, eps)[0], 1)
 
 
-ln_bwd_input_p = define("rlx_layer_norm_backward_input", ln_backward_input_ref, rows=(0, 2))
-ln_bwd_gamma_p = define("rlx_layer_norm_backward_gamma", ln_backward_gamma_ref)
+ln_bwd_input_p = define("rlx_layer_norm_backward_input", ln_backward_input_ref,
+                        kind=K.LayerNormBackwardInput, rows=(0, 2))
+ln_bwd_gamma_p = define("rlx_layer_norm_backward_gamma", ln_backward_gamma_ref,
+                        kind=K.LayerNormBackwardGamma)
 
 
 def _ln_bwd(ct, primals, need, *, eps):
@@ -45,7 +48,7 @@ def _ln_bwd(ct, primals, need, *, eps):
             _rows(ct, 1) if need[2] else None]
 
 
-layer_norm_p = differentiable("rlx_layer_norm", layer_norm_ref, linear=(0, 1, 2),
+layer_norm_p = differentiable("rlx_layer_norm", layer_norm_ref, kind=K.LayerNorm, linear=(0, 1, 2),
                               backward=_ln_bwd, rows=(0,))
 
 
@@ -73,9 +76,12 @@ def rms_backward_beta_ref(dy):
     return _rows(dy, 1)
 
 
-rms_bwd_input_p = define("rlx_rms_norm_backward_input", rms_backward_input_ref, rows=(0, 2))
-rms_bwd_gamma_p = define("rlx_rms_norm_backward_gamma", rms_backward_gamma_ref)
-rms_bwd_beta_p = define("rlx_rms_norm_backward_beta", rms_backward_beta_ref)
+rms_bwd_input_p = define("rlx_rms_norm_backward_input", rms_backward_input_ref,
+                         kind=K.RmsNormBackwardInput, rows=(0, 2))
+rms_bwd_gamma_p = define("rlx_rms_norm_backward_gamma", rms_backward_gamma_ref,
+                         kind=K.RmsNormBackwardGamma)
+rms_bwd_beta_p = define("rlx_rms_norm_backward_beta", rms_backward_beta_ref,
+                        kind=K.RmsNormBackwardBeta)
 
 
 def _rms_bwd(ct, primals, need, *, eps, has_beta):
@@ -87,8 +93,8 @@ def _rms_bwd(ct, primals, need, *, eps, has_beta):
     return out
 
 
-rms_norm_p = differentiable("rlx_rms_norm", rms_norm_ref, linear=(0, 1, 2), backward=_rms_bwd,
-                            rows=(0,))
+rms_norm_p = differentiable("rlx_rms_norm", rms_norm_ref, kind=K.RmsNorm, linear=(0, 1, 2),
+                            backward=_rms_bwd, rows=(0,))
 
 
 # ---- GroupNorm (channels last: x[N, ..., C]) ----
@@ -118,9 +124,12 @@ def gn_backward_beta_ref(dy):
     return _rows(dy, 1)
 
 
-gn_bwd_input_p = define("rlx_group_norm_backward_input", gn_backward_input_ref)
-gn_bwd_gamma_p = define("rlx_group_norm_backward_gamma", gn_backward_gamma_ref)
-gn_bwd_beta_p = define("rlx_group_norm_backward_beta", gn_backward_beta_ref)
+gn_bwd_input_p = define("rlx_group_norm_backward_input", gn_backward_input_ref,
+                        kind=K.GroupNormBackwardInput)
+gn_bwd_gamma_p = define("rlx_group_norm_backward_gamma", gn_backward_gamma_ref,
+                        kind=K.GroupNormBackwardGamma)
+gn_bwd_beta_p = define("rlx_group_norm_backward_beta", gn_backward_beta_ref,
+                       kind=K.GroupNormBackwardBeta)
 
 
 def _gn_bwd(ct, primals, need, *, num_groups, eps):
@@ -131,7 +140,7 @@ def _gn_bwd(ct, primals, need, *, num_groups, eps):
             gn_bwd_beta_p.bind(ct) if need[2] else None]
 
 
-group_norm_p = differentiable("rlx_group_norm", group_norm_ref, linear=(0, 1, 2),
+group_norm_p = differentiable("rlx_group_norm", group_norm_ref, kind=K.GroupNorm, linear=(0, 1, 2),
                               backward=_gn_bwd)
 
 
@@ -147,7 +156,8 @@ def ada_backward_ref(x, scale, dy, *, eps):
     return dx, jnp.sum(dy, axis=1), jnp.sum(dy * xhat, axis=1)
 
 
-ada_bwd_p = define("rlx_ada_layer_norm_backward", ada_backward_ref, multiple_results=True)
+ada_bwd_p = define("rlx_ada_layer_norm_backward", ada_backward_ref, kind=K.AdaLayerNormBackward,
+                   multiple_results=True)
 
 
 def _ada_bwd(ct, primals, need, *, eps):
@@ -156,8 +166,8 @@ def _ada_bwd(ct, primals, need, *, eps):
     return [dx, dshift, dscale]
 
 
-ada_layer_norm_p = differentiable("rlx_ada_layer_norm", ada_layer_norm_ref, linear=(0, 1, 2),
-                                  backward=_ada_bwd)
+ada_layer_norm_p = differentiable("rlx_ada_layer_norm", ada_layer_norm_ref, kind=K.AdaLayerNorm,
+                                  linear=(0, 1, 2), backward=_ada_bwd)
 
 
 def gated_residual_ref(x, gate, y):
@@ -168,7 +178,8 @@ def gated_backward_ref(gate, y, dout):
     return jnp.sum(dout * y, axis=1), gate[:, None] * dout
 
 
-gated_bwd_p = define("rlx_gated_residual_backward", gated_backward_ref, multiple_results=True)
+gated_bwd_p = define("rlx_gated_residual_backward", gated_backward_ref,
+                     kind=K.GatedResidualBackward, multiple_results=True)
 
 
 def _gated_bwd(ct, primals, need, **params):
@@ -177,5 +188,5 @@ def _gated_bwd(ct, primals, need, **params):
     return [ct, dgate, dy]
 
 
-gated_residual_p = differentiable("rlx_gated_residual", gated_residual_ref, linear=(0, 1, 2),
-                                  backward=_gated_bwd)
+gated_residual_p = differentiable("rlx_gated_residual", gated_residual_ref, kind=K.GatedResidual,
+                                  linear=(0, 1, 2), backward=_gated_bwd)

@@ -18,7 +18,7 @@ from ..errors import IRTypeError
 from ..ir.graph import Builder, Graph
 from ..ir.interpret import rule_table
 from ..ir.ops import OpKind as K
-from ..nn.kinds import gather_dimension_numbers
+from ..ir.reference import gather_dimension_numbers
 from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
 

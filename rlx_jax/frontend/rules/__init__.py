@@ -1,11 +1,13 @@
 """JAXPR_RULES: JAX primitive name -> rule(ctx, *operands, **params) building IR nodes.
 
 One table, filled by the family modules below. UNSUPPORTED lists primitives that have no rule
-yet, each with the reason shown to users.
+yet, each with the reason shown to users; LIMITS, primitives whose rule refuses some of their
+uses (filled by the families), with what is refused.
 """
 from ...ir.interpret import rule_table
 
 JAXPR_RULES, jaxpr_rule = rule_table("JAXPR_RULES")
+LIMITS = {}
 
 _CONTROL = "control flow lowers in a later release; use Python loops/conditionals over static " \
            "values, or run this part outside rlx_jax.jit"
@@ -13,9 +15,6 @@ _RANDOM = "randomness is not supported yet; draw random numbers outside rlx_jax.
           "them in as arguments"
 UNSUPPORTED = {
     **{p: _CONTROL for p in ("while", "scan")},
-    "cond": "data-dependent conditionals lower in a later release (a cond on a constant index, "
-            "as lax.platform_dependent stages, is inlined); compute both sides and use "
-            "jnp.where, or run this part outside rlx_jax.jit",
     **{p: _RANDOM for p in ("random_seed", "random_wrap", "random_unwrap", "random_split",
                             "random_bits", "random_fold_in", "threefry2x32", "random_gamma",
                             "rng_bit_generator", "rng_uniform")},
@@ -37,7 +36,6 @@ UNSUPPORTED = {
     **{p: "collectives need a device mesh; rlx_jax runs on one device" for p in (
         "psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "reduce_scatter",
         "axis_index", "shard_map")},
-    "while_loop": _CONTROL,
 }
 
 from . import elementwise, linalg, reduce, shape, index, conv, control  # noqa: E402,F401

@@ -34,9 +34,10 @@ def _pool(ctx, fn, x, window_dimensions, window_strides, padding, base_dilation,
         window_dilation=_ints(window_dilation)), out=ctx.out_avals[:1])
 
 
-for _fn in ("sum", "max", "min"):
-    jaxpr_rule(f"reduce_window_{_fn}")(
-        lambda ctx, x, _fn=_fn, **p: _pool(ctx, _fn, x, **p))
+REDUCE_WINDOW = {"reduce_window_sum": "sum", "reduce_window_max": "max",
+                 "reduce_window_min": "min"}
+for _p, _fn in REDUCE_WINDOW.items():   # one loop over a literal table
+    jaxpr_rule(_p)(lambda ctx, x, _fn=_fn, **p: _pool(ctx, _fn, x, **p))
 
 _BODY_FN = {"add": "sum", "max": "max", "min": "min"}
 

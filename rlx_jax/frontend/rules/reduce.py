@@ -5,8 +5,10 @@ from ...errors import UnsupportedPrimitiveError
 from ...ir.ops import OpKind as K
 from . import jaxpr_rule
 
-for _fn in ("sum", "max", "min", "prod", "and", "or", "xor"):
-    jaxpr_rule(f"reduce_{_fn}")(lambda ctx, x, *, axes, _fn=_fn, **params: ctx.emit(
+REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod",
+          "reduce_and": "and", "reduce_or": "or", "reduce_xor": "xor"}
+for _p, _fn in REDUCE.items():   # one loop over a literal table
+    jaxpr_rule(_p)(lambda ctx, x, *, axes, _fn=_fn, **params: ctx.emit(
         K.Reduce, (x,), fn=_fn, axes=tuple(int(a) for a in axes)))
 
 jaxpr_rule("argmax")(lambda ctx, x, *, axes, index_dtype: ctx.emit(

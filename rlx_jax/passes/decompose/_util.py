@@ -3,8 +3,12 @@
 Operands of Binary/Where broadcast numpy-style at equal rank (size-1 axes): statistics are kept
 with `keepdims`, parameter vectors are reshaped to [1, ..., 1, D].
 """
+import functools
+
+import jax
 import numpy as np
 
+from ...frontend.trace import translate
 from ...ir.ops import OpKind as K
 
 
@@ -67,18 +71,10 @@ def onehot(b, labels, classes, dtype):
 def inline(b, fn, operands, **params):
     """Emits fn(*operands, **params), a jnp function, by translating its jaxpr into `b`; the
     emitted nodes keep the source line of the node being decomposed."""
-    import functools
-
-    import jax
-
-    from ...frontend.trace import _Tracer
     structs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in operands]
     closed = jax.make_jaxpr(functools.partial(fn, **params))(*structs)
     src, start = b.src, len(b.graph.nodes)
-    t = _Tracer()
-    t.b = b
-    outs = t.run(closed.jaxpr, closed.consts, list(operands))
-    t.raise_missing()
+    outs = translate(closed, b, operands)
     for n in b.graph.nodes[start:]:
         n.src = src
     b.src = src

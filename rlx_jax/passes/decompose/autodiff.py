@@ -3,8 +3,8 @@
 import numpy as np
 
 from ...ir.ops import OpKind as K
-from ...nn.kinds import (conv2d_backward_input_ref, conv2d_backward_weight_ref,
-                         gather_dimension_numbers)
+from ...ir.reference import (conv2d_backward_input, conv2d_backward_weight,
+                             gather_dimension_numbers)
 from . import decomp
 from ._util import inline
 
@@ -32,11 +32,10 @@ def _gather_backward(b, node, dy, indices):
         "mode": a["mode"], "indices_are_sorted": False, "unique_indices": False})
 
 
-
 decomp(K.Conv2dBackwardInput)(
-    lambda b, node, dy, w: inline(b, conv2d_backward_input_ref, (dy, w), **node.attrs))
+    lambda b, node, dy, w: inline(b, conv2d_backward_input, (dy, w), **node.attrs))
 decomp(K.Conv2dBackwardWeight)(
-    lambda b, node, x, dy: inline(b, conv2d_backward_weight_ref, (x, dy), **node.attrs))
+    lambda b, node, x, dy: inline(b, conv2d_backward_weight, (x, dy), **node.attrs))
 
 
 def pool_is_tiling(x, a):

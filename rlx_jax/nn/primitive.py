@@ -1,12 +1,15 @@
-"""One helper that turns a jnp reference implementation into a JAX primitive.
+"""One helper that turns a jnp reference implementation into a JAX primitive and its IR kind.
 
-`define(name, impl, ...)` registers the impl (eager), abstract evaluation (jax.eval_shape of the
-impl), the MLIR lowering (`mlir.lower_fun(impl)`, so the primitive runs under plain `jax.jit`),
-a batching rule and a JVP rule. `differentiable(...)` adds the autodiff structure of DESIGN §5:
-the forward's JVP emits a LINEAR primitive whose transpose binds the backward primitives, so
-`jax.grad` yields exactly one backward op per backward kind.
+`define(name, impl, kind=...)` is the one place a primitive is defined: it registers the impl
+(eager), abstract evaluation (jax.eval_shape of the impl), the MLIR lowering
+(`mlir.lower_fun(impl)`, so the primitive runs under plain `jax.jit`), a batching rule and a JVP
+rule, and, on the IR side, the kind the frontend translates it to and that kind's reference
+semantics (`ir.reference.REFERENCE[kind] = impl`). `differentiable(...)` adds the autodiff
+structure of DESIGN §5: the forward's JVP emits a LINEAR primitive whose transpose binds the
+backward primitives, so `jax.grad` yields exactly one backward op per backward kind.
 
-Parameters of every primitive are exactly the attributes of its IR kind (docs/high-level-kinds.md).
+Parameters of every primitive are exactly the attributes of its IR kind (docs/high-level-kinds.md)
+unless `attrs(params, operands)` says otherwise.
 """
 import functools
 
@@ -14,6 +17,9 @@ import jax
 import jax.numpy as jnp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+
+from ..ir.ops import PRIMITIVE
+from ..ir.reference import reference
 
 PRIMITIVES = {}     # primitive name -> Prim
 
@@ -33,12 +39,21 @@ class Prim:
     params returning them); when only those are batched and every output carries them too, vmap
     binds the same primitive with the batch axis in front. Otherwise vmap falls back to the
     reference implementation.
+
+    `kind`: the IR kind the frontend translates the primitive to, with attributes
+    `attrs(params, operands)` (default: the params). `impl` becomes the kind's reference
+    semantics, unless the kind is a primitive kind, whose reference is ir/reference.py's. Without
+    a kind (the linear `*_jvp` primitives) the frontend inlines `impl`.
     """
 
-    def __init__(self, name, impl, *, multiple_results=False, rows=None, jvp=None):
+    def __init__(self, name, impl, *, kind=None, attrs=None, multiple_results=False, rows=None,
+                 jvp=None):
         if name in PRIMITIVES:
             raise KeyError(f"duplicate rlx primitive {name}")
         self.name, self.impl, self.rows = name, impl, rows
+        self.kind, self.attrs = kind, attrs or (lambda params, operands: dict(params))
+        if kind is not None and kind not in PRIMITIVE:
+            reference(kind)(impl)
         self._jitted, self._shapes = {}, {}
         self.p = p = Primitive(name)
         p.multiple_results = multiple_results
@@ -121,7 +136,7 @@ def define(name, impl, **kw):
     return Prim(name, impl, **kw)
 
 
-def differentiable(name, impl, *, linear, backward, rows=None):
+def differentiable(name, impl, *, kind, linear, backward, rows=None, attrs=None):
     """A forward primitive whose tangent in operands `linear` is one linear primitive.
 
     `backward(ct, primals, need, **params)` returns one cotangent per linear operand present
@@ -129,7 +144,7 @@ def differentiable(name, impl, *, linear, backward, rows=None):
     operand (rope's cos/sin, an additive attention mask) come from the reference impl's JVP.
     The linear primitive `<name>_jvp` takes (*primals, *tangents) with param `n_primals`.
     """
-    fwd = Prim(name, impl, rows=rows)
+    fwd = Prim(name, impl, kind=kind, attrs=attrs, rows=rows)
 
     def lin_of(n):
         return tuple(i for i in linear if i < n)

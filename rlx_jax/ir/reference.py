@@ -1,0 +1,256 @@
+"""REFERENCE[kind]: the semantics of every IR kind, as JAX code of the node's operands and
+attributes: `ref(*operands, **node.attrs)`.
+
+This one table defines what a kind means. The Builder's shape inference and the verifier
+evaluate it abstractly (`jax.eval_shape`, ir/shapes.py), the `xla` backend runs it, and every
+other backend must match it. The primitive kinds are defined here; `rlx_jax.nn` registers the
+reference of each high-level and backward kind right where it defines the primitive
+(`nn/primitive.py`), and the kinds recognised from JAX's own autodiff output are at the end.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax._src.lax import windowed_reductions as _wr
+
+from .interpret import rule_table
+from .ops import OpKind as K
+
+REFERENCE, reference = rule_table("REFERENCE")
+
+
+def evaluate(node, *operands):
+    """Runs the reference semantics of `node` on arrays; a tuple for a multi-output node."""
+    out = REFERENCE[node.kind](*operands, **node.attrs)
+    return tuple(out) if isinstance(out, (tuple, list)) else out
+
+
+UNARY = {
+    "neg": lax.neg, "abs": lax.abs, "sign": lax.sign, "floor": lax.floor, "ceil": lax.ceil,
+    "is_finite": lax.is_finite, "exp": lax.exp, "exp2": lax.exp2, "log": lax.log,
+    "log1p": lax.log1p, "expm1": lax.expm1, "tanh": lax.tanh, "sigmoid": lax.logistic,
+    "sin": lax.sin, "cos": lax.cos, "tan": lax.tan, "asin": lax.asin, "acos": lax.acos,
+    "atan": lax.atan, "sinh": lax.sinh, "cosh": lax.cosh, "asinh": lax.asinh,
+    "acosh": lax.acosh, "atanh": lax.atanh, "sqrt": lax.sqrt, "rsqrt": lax.rsqrt,
+    "cbrt": lax.cbrt, "square": lax.square, "erf": lax.erf, "erfc": lax.erfc,
+    "erf_inv": lax.erf_inv, "lgamma": lax.lgamma, "digamma": lax.digamma, "not": lax.bitwise_not,
+    "population_count": lax.population_count, "relu": jax.nn.relu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True), "silu": jax.nn.silu,
+}
+BINARY = {
+    "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "div": lax.div, "rem": lax.rem,
+    "pow": lax.pow, "max": lax.max, "min": lax.min, "atan2": lax.atan2,
+    "nextafter": lax.nextafter, "and": lax.bitwise_and, "or": lax.bitwise_or,
+    "xor": lax.bitwise_xor, "shift_left": lax.shift_left,
+    "shift_right_logical": lax.shift_right_logical,
+    "shift_right_arithmetic": lax.shift_right_arithmetic,
+}
+COMPARE = {"eq": lax.eq, "ne": lax.ne, "lt": lax.lt, "le": lax.le, "gt": lax.gt, "ge": lax.ge}
+REDUCE = {"sum": lax.reduce_sum, "max": lax.reduce_max, "min": lax.reduce_min,
+          "prod": lax.reduce_prod, "and": lax.reduce_and, "or": lax.reduce_or,
+          "xor": lax.reduce_xor}
+CUMULATIVE = {K.Cumsum: lax.cumsum, K.CumProd: lax.cumprod, K.CumMax: lax.cummax,
+              K.CumMin: lax.cummin, K.CumLogSumExp: lax.cumlogsumexp}
+SCATTER = {"replace": lax.scatter, "add": lax.scatter_add, "mul": lax.scatter_mul,
+           "min": lax.scatter_min, "max": lax.scatter_max}
+SELECT = {"ge": lax.ge_p, "le": lax.le_p}
+
+
+def _bcast(*xs):
+    shape = jnp.broadcast_shapes(*(jnp.shape(x) for x in xs))
+    return [jnp.broadcast_to(x, shape) for x in xs]
+
+
+def _same_dtype(what, x, y):
+    if x.dtype != y.dtype:
+        raise TypeError(f"{what} operands differ in dtype: {x.dtype} vs {y.dtype}")
+
+
+# ---- elementwise ----
+reference(K.Constant)(lambda *, value: jnp.asarray(value))
+
+
+@reference(K.Activation)
+def activation(x, *, fn, y=None, rounding=0):
+    if fn == "integer_pow":
+        return lax.integer_pow(x, y)
+    if fn == "round":
+        return lax.round(x, lax.RoundingMethod(rounding))
+    return UNARY[fn](x)
+
+
+@reference(K.Binary)
+def binary(x, y, *, fn):
+    _same_dtype("Binary", x, y)
+    return BINARY[fn](*_bcast(x, y))
+
+
+@reference(K.Compare)
+def compare(x, y, *, fn):
+    _same_dtype("Compare", x, y)
+    return COMPARE[fn](*_bcast(x, y))
+
+
+reference(K.Where)(lambda p, x, y: lax.select(*_bcast(p, x, y)))
+reference(K.Cast)(lambda x, *, dtype: lax.convert_element_type(x, dtype))
+reference(K.Bitcast)(lambda x, *, dtype: lax.bitcast_convert_type(x, dtype))
+reference(K.ReducePrecision)(lambda x, *, exponent_bits, mantissa_bits: lax.reduce_precision(
+    x, exponent_bits, mantissa_bits))
+reference(K.Iota)(lambda *, dtype, shape, dimension: lax.broadcasted_iota(dtype, shape, dimension))
+
+# ---- contraction, reductions, scans, sorting ----
+reference(K.DotGeneral)(lambda x, y, *, dimension_numbers, preferred_element_type=None:
+                        lax.dot_general(x, y, dimension_numbers,
+                                        preferred_element_type=preferred_element_type))
+reference(K.MatMul)(lambda x, y: jnp.matmul(x, y))
+reference(K.Reduce)(lambda x, *, fn, axes: REDUCE[fn](x, axes))
+reference(K.ArgMax)(lambda x, *, axis, index_dtype: lax.argmax(x, axis, index_dtype))
+reference(K.ArgMin)(lambda x, *, axis, index_dtype: lax.argmin(x, axis, index_dtype))
+for _kind, _fn in CUMULATIVE.items():   # one loop over a literal table
+    reference(_kind)(lambda x, *, axis, reverse, _fn=_fn: _fn(x, axis=axis, reverse=reverse))
+
+
+@reference(K.Sort)
+def sort(*xs, dimension, is_stable, num_keys):
+    out = lax.sort(xs, dimension=dimension, is_stable=is_stable, num_keys=num_keys)
+    return tuple(out) if len(xs) > 1 else out[0]
+
+
+reference(K.TopK)(lambda x, *, k: tuple(lax.top_k(x, k)))
+
+# ---- shape and data movement ----
+reference(K.Reshape)(lambda x, *, shape: lax.reshape(x, shape))
+reference(K.Transpose)(lambda x, *, perm: lax.transpose(x, perm))
+reference(K.Expand)(lambda x, *, shape, dims: lax.broadcast_in_dim(x, shape, dims))
+reference(K.Reverse)(lambda x, *, axes: lax.rev(x, axes))
+reference(K.Concat)(lambda *xs, axis: lax.concatenate(xs, axis))
+reference(K.Pad)(lambda x, v, *, config: lax.pad(x, v, config))
+reference(K.Slice)(lambda x, *, start, limit, strides: lax.slice(x, start, limit, strides))
+reference(K.Narrow)(lambda x, *, axis, start, length: lax.slice_in_dim(
+    x, start, start + length, axis=axis))
+# starts are clamped into bounds; negative starts are NOT wrapped (the primitive's semantics)
+reference(K.DynamicSlice)(lambda x, *starts, sizes: lax.dynamic_slice(
+    x, starts, sizes, allow_negative_indices=False))
+reference(K.DynamicUpdateSlice)(lambda x, u, *starts: lax.dynamic_update_slice(
+    x, u, starts, allow_negative_indices=False))
+
+
+@reference(K.Gather)
+def gather(x, idx, *, dimension_numbers, slice_sizes, mode, fill_value=None,
+           indices_are_sorted, unique_indices):
+    return lax.gather(x, idx, dimension_numbers, slice_sizes, mode=mode, fill_value=fill_value,
+                      indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+
+@reference(K.Scatter)
+def scatter(x, idx, upd, *, fn, dimension_numbers, mode, indices_are_sorted, unique_indices):
+    return SCATTER[fn](x, idx, upd, dimension_numbers, mode=mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+
+reference(K.ScatterAdd)(lambda x, idx, upd, **attrs: scatter(x, idx, upd, fn="add", **attrs))
+
+
+# ---- convolution and windows ----
+@reference(K.Conv)
+def conv(x, w, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+         feature_group_count, batch_group_count, preferred_element_type=None):
+    return lax.conv_general_dilated(
+        x, w, window_strides, padding, lhs_dilation, rhs_dilation,
+        lax.ConvDimensionNumbers(*dimension_numbers), feature_group_count, batch_group_count,
+        preferred_element_type=preferred_element_type)
+
+
+def lowest(dt):
+    """The identity of max over dtype `dt` (-inf, the least integer, False)."""
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return np.array(False)
+    return np.array(-np.inf, dt) if jnp.issubdtype(dt, jnp.floating) else np.array(
+        jnp.iinfo(dt).min, dt)
+
+
+def highest(dt):
+    """The identity of min over dtype `dt` (+inf, the greatest integer, True)."""
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return np.array(True)
+    return np.array(np.inf, dt) if jnp.issubdtype(dt, jnp.floating) else np.array(
+        jnp.iinfo(dt).max, dt)
+
+
+POOL_INIT = {"sum": lambda dt: np.array(0, dt), "max": lowest, "min": highest}
+POOL_FN = {"sum": lax.add, "max": lax.max, "min": lax.min}
+
+
+@reference(K.Pool)
+def pool(x, *, fn, window_dimensions, window_strides, padding, base_dilation, window_dilation):
+    return lax.reduce_window(x, POOL_INIT[fn](x.dtype), POOL_FN[fn], window_dimensions,
+                             window_strides, padding, base_dilation, window_dilation)
+
+
+@reference(K.SelectAndScatterAdd)
+def select_and_scatter_add(source, operand, *, select_prim, window_dimensions, window_strides,
+                           padding):
+    return _wr._select_and_scatter_add(source, operand, SELECT[select_prim], window_dimensions,
+                                       window_strides, padding)
+
+
+@reference(K.SelectAndGatherAdd)
+def select_and_gather_add(tangents, operand, *, select_prim, window_dimensions, window_strides,
+                          padding, base_dilation, window_dilation):
+    return _wr._select_and_gather_add(tangents, operand, SELECT[select_prim], window_dimensions,
+                                      window_strides, padding, base_dilation, window_dilation)
+
+
+# ---- backward kinds recognised from JAX's own autodiff output (passes/recognize.py) ----
+@reference(K.MaxPool2dBackward)
+def max_pool2d_backward(x, dy, *, window_dimensions, window_strides, padding):
+    return _wr._select_and_scatter_add(dy, x, lax.ge_p, window_dimensions, window_strides,
+                                       padding)
+
+
+CONV_ATTRS = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
+              "feature_group_count", "batch_group_count", "preferred_element_type")
+
+
+def conv2d_backward_input(dy, w, *, input_shape, **attrs):
+    """The transpose of Conv (attributes CONV_ATTRS) with respect to its input."""
+    x = jax.ShapeDtypeStruct(tuple(input_shape), dy.dtype)
+    a = {k: attrs[k] for k in CONV_ATTRS}
+    return jax.linear_transpose(lambda x: conv(x, w, **a), x)(dy)[0]
+
+
+def conv2d_backward_weight(x, dy, *, weight_shape, **attrs):
+    """The transpose of Conv (attributes CONV_ATTRS) with respect to its kernel."""
+    w = jax.ShapeDtypeStruct(tuple(weight_shape), dy.dtype)
+    a = {k: attrs[k] for k in CONV_ATTRS}
+    return jax.linear_transpose(lambda w: conv(x, w, **a), w)(dy)[0]
+
+
+reference(K.Conv2dBackwardInput)(conv2d_backward_input)
+reference(K.Conv2dBackwardWeight)(conv2d_backward_weight)
+
+
+def gather_dimension_numbers(index_rank, slice_rank):
+    """Scatter dimension numbers of the embedding-gather transpose: indices[..., 1] pick rows
+    of axis 0 of a table whose other `slice_rank` axes are whole slices."""
+    return lax.ScatterDimensionNumbers(
+        update_window_dims=tuple(range(index_rank, index_rank + slice_rank)),
+        inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+
+
+@reference(K.GatherBackward)
+def gather_backward(dy, indices, *, axis, num, mode):
+    """Scatter-add of dy's slices into zeros[num, ...] at integer `indices` (axis 0 of the
+    table); `mode` is the scatter mode of the transposed gather (out-of-bounds handling)."""
+    assert axis == 0, axis
+    slice_shape = dy.shape[indices.ndim:]
+    table = jnp.zeros((num,) + slice_shape, dy.dtype)
+    dn = gather_dimension_numbers(indices.ndim, len(slice_shape))
+    return lax.scatter_add(table, indices[..., None], dy, dn, mode=mode)
+
+
+reference(K.CumsumBackward)(lambda dy, *, axis, reverse: lax.cumsum(
+    dy, axis=axis, reverse=not reverse))
