@@ -14,7 +14,6 @@ import itertools
 
 import numpy as np
 
-from ..errors import IRTypeError
 from ..ir.graph import Builder, Graph
 from ..ir.interpret import rule_table
 from ..ir.ops import OpKind as K
