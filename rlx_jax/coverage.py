@@ -28,7 +28,7 @@ def _code_list(names):
 
 def primitives_markdown():
     """Markdown: supported primitives, inlined call primitives, unsupported ones with reasons."""
-    from .frontend.rules import JAXPR_RULES, LIMITS, UNSUPPORTED
+    from .frontend.rules import JAXPR_RULES, UNSUPPORTED
     from .frontend.trace import CALL_PARAMS
     inlined = sorted(p for p, param in CALL_PARAMS.items() if param is not None)
     supported = sorted(set(JAXPR_RULES))
@@ -38,8 +38,6 @@ def primitives_markdown():
     lines = [GENERATED, "",
              f"Translated ({len(supported)}): {_code_list(supported)}.", "",
              f"Inlined call-like primitives ({len(inlined)}): {_code_list(inlined)}.", "",
-             *[f"Translated with a limit: `{p}`: {why}." for p, why in sorted(LIMITS.items())],
-             *([""] if LIMITS else []),
              f"Refused with an `UnsupportedPrimitiveError` ({len(UNSUPPORTED)}):", ""]
     for why, prims in by_reason.items():
         lines.append(f"- {_code_list(prims)}: {why}.")

@@ -167,24 +167,24 @@ def test_source_lines_survive_inlining_and_grad():
 # ---- unsupported primitives --------------------------------------------------------------------
 
 def _uses_unsupported(x):
-    a = lax.cond(x[0, 0] > 0, jnp.sin, jnp.cos, x)
-    b = lax.cond(x[0, 1] > 0, jnp.exp, jnp.tanh, a)
+    a = lax.linalg.cholesky(x[:, :3] @ x[:, :3].T + 4 * jnp.eye(3))
+    b = lax.linalg.cholesky(a @ a.T + jnp.eye(3))
     noise = jax.random.normal(jax.random.key(0), x.shape)
-    return b + noise
+    return jnp.sum(b) + noise
 
 
 def test_unsupported_primitives_are_reported_once_with_counts_and_lines():
     with pytest.raises(UnsupportedPrimitiveError) as info:
         rlx_jax.trace(_uses_unsupported, X)
     msg = str(info.value)
-    cond_line = _line_of(_uses_unsupported, "lax.cond(x[0, 0]")
+    chol_line = _line_of(_uses_unsupported, "a = lax.linalg.cholesky")
     rand_line = _line_of(_uses_unsupported, "jax.random")
-    assert "cond ×2" in msg, msg
-    assert f"{HERE}:{cond_line}" in msg, msg
-    assert "randomness is not supported" in msg and "data-dependent conditionals" in msg
+    assert "cholesky ×2" in msg, msg
+    assert f"{HERE}:{chol_line}" in msg, msg
+    assert "randomness is not supported" in msg and "linear-algebra decompositions" in msg
     assert f"{HERE}:{rand_line}" in msg, msg
     assert "random_bits" in msg or "random_wrap" in msg, msg
-    assert "cond[" in msg            # the eqn text
+    assert "= cholesky " in msg       # the eqn text
     assert msg.count(f"at {HERE}:") == len(info.value.args[0].split("×")) - 1
     assert msg.count("unsupported JAX primitive(s)") == 1
     assert "file a frontend rule" in msg
@@ -194,7 +194,7 @@ def test_unsupported_error_through_jit_names_every_primitive():
     with pytest.raises(UnsupportedPrimitiveError) as info:
         rlx_jax.jit(_uses_unsupported, backend="xla")(X)
     listed = [ln.split()[0] for ln in str(info.value).splitlines() if "×" in ln]
-    assert "cond" in listed and len(listed) >= 3, listed
+    assert "cholesky" in listed and len(listed) >= 2, listed
 
 
 def test_unsupported_reduce_window_body():

@@ -61,9 +61,14 @@ class EqnContext:
     def out_avals(self):
         return [(v.aval.shape, np.dtype(v.aval.dtype)) for v in self.eqn.outvars]
 
-    def emit(self, kind, inputs, **attrs):
+    def emit(self, kind, inputs, regions=(), **attrs):
         """Adds the node producing this eqn's outputs (types taken from the jaxpr)."""
-        return self.b.add(kind, inputs, attrs, out=self.out_avals)
+        return self.b.add(kind, inputs, attrs, out=self.out_avals, regions=regions)
+
+    def region(self, closed):
+        """ClosedJaxpr `closed` translated into a region: a Graph of its own (own constants and
+        literals) whose Inputs are the jaxpr's invars."""
+        return self._tracer.region(closed, self.src)
 
 
 def _eqn_text(eqn, limit=200):
@@ -128,6 +133,16 @@ class _Tracer:
             return self.run(body, [], list(invals))
         finally:
             self.call_src = outer
+
+    def region(self, closed, src):
+        sub = _Tracer()
+        sub.call_src = src
+        args = [sub.b.input(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
+        sub.b.graph.outputs = sub.run(closed.jaxpr, closed.consts, args)
+        for name, (count, text, why, where) in sub.missing.items():
+            entry = self.missing.setdefault(name, [0, text, why, where])
+            entry[0] += count
+        return dce(sub.b.graph)
 
     def unsupported(self, eqn, src, reason):
         name = eqn.primitive.name

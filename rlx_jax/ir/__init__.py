@@ -1,5 +1,5 @@
 from .graph import Builder, Graph, Node, Value, dtype_name
-from .ops import BACKWARD, EXTENSIONS, FORWARD, PRIMITIVE, OpKind
+from .ops import BACKWARD, CONTROL, EXTENSIONS, FORWARD, PRIMITIVE, OpKind
 
-__all__ = ["Builder", "Graph", "Node", "Value", "dtype_name", "OpKind", "BACKWARD", "EXTENSIONS",
+__all__ = ["Builder", "Graph", "Node", "Value", "dtype_name", "OpKind", "BACKWARD", "CONTROL", "EXTENSIONS",
            "FORWARD", "PRIMITIVE"]

@@ -105,16 +105,24 @@ class Graph:
         g.input_names, g.output_names = self.input_names, self.output_names
         return g
 
-    def op_counts(self, include_boundary=False):
-        counts = {}
+    def walk(self):
+        """Every node, regions' nodes included (each region's nodes right after its node)."""
         for n in self.nodes:
+            yield n
+            for r in n.regions:
+                yield from r.walk()
+
+    def op_counts(self, include_boundary=False):
+        """OpKind name -> count, over regions too."""
+        counts = {}
+        for n in self.walk():
             if not include_boundary and n.kind in (OpKind.Input, OpKind.Constant, OpKind.Param):
                 continue
             counts[n.kind.name] = counts.get(n.kind.name, 0) + 1
         return dict(sorted(counts.items()))
 
     def kinds(self):
-        return {n.kind for n in self.nodes}
+        return {n.kind for n in self.walk()}
 
     def namer(self):
         table = {}
@@ -131,18 +139,21 @@ class Graph:
             return table[v.id]
         return name
 
-    def as_text(self):
-        name = self.namer()
+    def as_text(self, name=None, indent=""):
+        """jaxpr-like text, one node a line with its source line; regions as nested blocks."""
+        name = name or self.namer()
         ins = " ".join(f"{name(v)}:{v.type_str()}" for v in self.inputs)
         lines = [f"{{ lambda ; {ins} . let"]
         for n in self.nodes:
             if n.kind is OpKind.Input:
                 continue
-            line = "    " + n.text(name)
+            line = f"{indent}    " + n.text(name)
             if n.src:
                 line = f"{line:<64}  # {n.src}"
             lines.append(line)
-        lines.append(f"  in ({', '.join(name(v) for v in self.outputs)}) }}")
+            for i, r in enumerate(n.regions):
+                lines.append(f"{indent}      region {i} " + r.as_text(name, indent + "      "))
+        lines.append(f"{indent}  in ({', '.join(name(v) for v in self.outputs)}) }}")
         return "\n".join(lines)
 
     __str__ = as_text
@@ -154,6 +165,8 @@ class Graph:
         from . import shapes
         defined = set()
         for n in self.nodes:
+            for r in n.regions:
+                r.verify(types)
             for v in n.inputs:
                 if v.id not in defined:
                     raise IRTypeError(f"operand {v!r} of `{n!r}` is used before it is defined")

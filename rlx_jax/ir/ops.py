@@ -222,6 +222,9 @@ PRIMITIVE = frozenset({
     OpKind.Reverse, OpKind.Gather, OpKind.ScatterAdd, OpKind.Conv, OpKind.Pool,
 }) | EXTENSIONS
 
+# Control flow: nodes that carry regions (Node.regions), re-emitted as lax control flow by xla.
+CONTROL = frozenset({OpKind.If, OpKind.While, OpKind.Scan})
+
 # High-level forward kinds produced by rlx_jax.nn primitives.
 FORWARD = frozenset({
     OpKind.Softmax, OpKind.LayerNorm, OpKind.RmsNorm, OpKind.GroupNorm, OpKind.Attention,

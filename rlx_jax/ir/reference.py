@@ -13,16 +13,47 @@ import numpy as np
 from jax import lax
 from jax._src.lax import windowed_reductions as _wr
 
-from .interpret import rule_table
+from .interpret import interpret, rule_table
 from .ops import OpKind as K
 
 REFERENCE, reference = rule_table("REFERENCE")
 
 
 def evaluate(node, *operands):
-    """Runs the reference semantics of `node` on arrays; a tuple for a multi-output node."""
-    out = REFERENCE[node.kind](*operands, **node.attrs)
-    return tuple(out) if isinstance(out, (tuple, list)) else out
+    """Runs the reference semantics of `node` on arrays; a tuple for a multi-output node. A
+    node's regions reach its reference as functions (`regions=`), as lax takes branches."""
+    out = apply(node, operands)
+    if isinstance(out, (tuple, list)):
+        out = tuple(out)
+        return out[0] if len(out) == 1 and len(node.outputs) == 1 else out
+    return out
+
+
+def apply(node, operands):
+    """REFERENCE[node.kind] on `operands` (arrays or tracers) with the node's attributes."""
+    ref = REFERENCE[node.kind]
+    if node.regions:
+        return ref(*operands, regions=tuple(region_function(r) for r in node.regions),
+                   **node.attrs)
+    return ref(*operands, **node.attrs)
+
+
+class _ReferenceRules:
+    """The interpreter's view of REFERENCE: every kind's rule evaluates its reference."""
+
+    def get(self, kind):
+        return _rule if kind in REFERENCE else None
+
+
+def _rule(ctx, node, *operands):
+    return evaluate(node, *operands)
+
+
+def region_function(graph):
+    """The region `graph` as a function of its inputs returning the tuple of its outputs."""
+    def run(*args):
+        return tuple(interpret(graph, _ReferenceRules(), args, backend="reference"))
+    return run
 
 
 UNARY = {
@@ -202,6 +233,39 @@ def select_and_gather_add(tangents, operand, *, select_prim, window_dimensions, 
                           padding, base_dilation, window_dilation):
     return _wr._select_and_gather_add(tangents, operand, SELECT[select_prim], window_dimensions,
                                       window_strides, padding, base_dilation, window_dilation)
+
+
+# ---- control flow: regions arrive as functions returning tuples ----
+@reference(K.If)
+def if_(index, *operands, regions):
+    """regions[index](*operands), the index clamped into range (lax.switch)."""
+    return lax.switch(index, regions, *operands)
+
+
+@reference(K.While)
+def while_(*operands, regions, cond_nconsts, body_nconsts):
+    """regions = (cond, body): cond(*cond_consts, *carry) -> (pred,); body(*body_consts,
+    *carry) -> carry."""
+    cond, body = regions
+    cc, bc = operands[:cond_nconsts], operands[cond_nconsts:cond_nconsts + body_nconsts]
+    init = tuple(operands[cond_nconsts + body_nconsts:])
+    return lax.while_loop(lambda c: cond(*cc, *c)[0], lambda c: body(*bc, *c), init)
+
+
+@reference(K.Scan)
+def scan(*operands, regions, length, reverse, num_consts, num_carry, unroll=1):
+    """regions = (body,): body(*consts, *carry, *x) -> (*carry, *y), over axis 0 of xs; the
+    outputs are the final carry then the stacked ys."""
+    body, = regions
+    consts = operands[:num_consts]
+    init = tuple(operands[num_consts:num_consts + num_carry])
+    xs = tuple(operands[num_consts + num_carry:])
+
+    def step(carry, x):
+        out = body(*consts, *carry, *x)
+        return out[:num_carry], out[num_carry:]
+    carry, ys = lax.scan(step, init, xs, length=length, reverse=reverse, unroll=unroll)
+    return (*carry, *ys)
 
 
 # ---- backward kinds recognised from JAX's own autodiff output (passes/recognize.py) ----

@@ -4,14 +4,17 @@ import jax
 import numpy as np
 
 from ..errors import IRTypeError
-from .reference import REFERENCE
+from .reference import REFERENCE, apply
 
 _CACHE = {}
 _CACHE_MAX = 65536
 
 
 def _key(node):
-    """(kind, attrs, operand types), or None when an attribute is unhashable."""
+    """(kind, attrs, operand types), or None when an attribute is unhashable or the node has
+    regions (their contents are part of its type)."""
+    if node.regions:
+        return None
     try:
         key = (node.kind, tuple(node.attrs.items()),
                tuple((v.shape, v.dtype) for v in node.inputs), jax.config.jax_enable_x64)
@@ -35,12 +38,11 @@ def infer(node):
 
 
 def _infer(node):
-    ref = REFERENCE.get(node.kind)
-    if ref is None:
+    if node.kind not in REFERENCE:
         raise IRTypeError(f"no reference semantics (ir/reference.py) for {node.kind.name}")
     structs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in node.inputs]
     try:
-        out = jax.eval_shape(lambda *a: ref(*a, **node.attrs), *structs)
+        out = jax.eval_shape(lambda *a: apply(node, a), *structs)
     except Exception as e:  # noqa: BLE001 - turned into a typed IR error
         ins = ", ".join(v.type_str() for v in node.inputs)
         raise IRTypeError(f"ill-typed {node.kind.name}{node.attr_text()} on ({ins}): "

@@ -1,20 +1,15 @@
 """JAXPR_RULES: JAX primitive name -> rule(ctx, *operands, **params) building IR nodes.
 
 One table, filled by the family modules below. UNSUPPORTED lists primitives that have no rule
-yet, each with the reason shown to users; LIMITS, primitives whose rule refuses some of their
-uses (filled by the families), with what is refused.
+yet, each with the reason shown to users.
 """
 from ...ir.interpret import rule_table
 
 JAXPR_RULES, jaxpr_rule = rule_table("JAXPR_RULES")
-LIMITS = {}
 
-_CONTROL = "control flow lowers in a later release; use Python loops/conditionals over static " \
-           "values, or run this part outside rlx_jax.jit"
 _RANDOM = "randomness is not supported yet; draw random numbers outside rlx_jax.jit and pass " \
           "them in as arguments"
 UNSUPPORTED = {
-    **{p: _CONTROL for p in ("while", "scan")},
     **{p: _RANDOM for p in ("random_seed", "random_wrap", "random_unwrap", "random_split",
                             "random_bits", "random_fold_in", "threefry2x32", "random_gamma",
                             "rng_bit_generator", "rng_uniform")},

@@ -1,21 +1,15 @@
-"""Control flow that resolves statically.
+"""Control flow: `cond` -> If, `while` -> While, `scan` -> Scan, each sub-jaxpr a region.
 
 `lax.platform_dependent` (used by jnp.diag, jnp.trace, ...) stages `platform_index` followed by
 a `cond` on it. rlx_jax follows JAX's CPU choice: the branch listing "cpu", else the default
 branch. The index becomes a Constant, and a `cond` whose index is a Constant is translated as
-the branch it picks; any other `cond` is unsupported.
+the branch it picks, in place. `fori_loop` arrives as a `scan` (static bounds) or a `while`.
 """
 import numpy as np
 
 from ...errors import UnsupportedPrimitiveError
 from ...ir.ops import OpKind
-from . import LIMITS, jaxpr_rule
-
-DATA_DEPENDENT_COND = (
-    "data-dependent conditionals lower in a later release (a cond on a constant index, as "
-    "lax.platform_dependent stages, is inlined); compute both sides and use jnp.where, or run "
-    "this part outside rlx_jax.jit")
-LIMITS["cond"] = DATA_DEPENDENT_COND
+from . import jaxpr_rule
 
 
 @jaxpr_rule("platform_index")
@@ -40,7 +34,21 @@ def constant_index(v):
 @jaxpr_rule("cond")
 def _cond(ctx, index, *operands, branches, **params):
     i = constant_index(index)
-    if i is None:
-        return ctx.unsupported(DATA_DEPENDENT_COND)
-    i = min(max(i, 0), len(branches) - 1)       # lax.switch clamps the index into range
-    return ctx.translate(branches[i], operands)
+    if i is not None:
+        i = min(max(i, 0), len(branches) - 1)   # lax.switch clamps the index into range
+        return ctx.translate(branches[i], operands)
+    return ctx.emit(OpKind.If, (index, *operands), regions=[ctx.region(b) for b in branches])
+
+
+@jaxpr_rule("while")
+def _while(ctx, *operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    return ctx.emit(OpKind.While, operands, regions=[ctx.region(cond_jaxpr),
+                                                     ctx.region(body_jaxpr)],
+                    cond_nconsts=int(cond_nconsts), body_nconsts=int(body_nconsts))
+
+
+@jaxpr_rule("scan")
+def _scan(ctx, *operands, jaxpr, length, reverse, num_consts, num_carry, unroll=1, **params):
+    return ctx.emit(OpKind.Scan, operands, regions=[ctx.region(jaxpr)], length=int(length),
+                    reverse=bool(reverse), num_consts=int(num_consts), num_carry=int(num_carry),
+                    unroll=unroll if isinstance(unroll, bool) else int(unroll))
