@@ -5,7 +5,13 @@ import sys
 
 import pytest
 
+from rlx_jax.backends.base import get_backend
+from rlx_jax.ir.ops import OpKind
+
 from .conftest import BACKENDS
+
+# the backends that lower control flow (the others refuse it: tests/test_control.py)
+CONTROL_FLOW_BACKENDS = [b for b in BACKENDS if OpKind.Scan in get_backend(b).SUPPORTED_OPS]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,3 +43,12 @@ def test_train_transformer(backend):
     for extra in runs:
         out = run_example("train_transformer.py", "--backend", backend, "--steps", "20", *extra)
         assert f"backend: {backend}" in out and out.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("backend", CONTROL_FLOW_BACKENDS)
+def test_rnn(backend):
+    """lax.scan over time, a fori_loop gradient accumulation and optax's Adam in one program:
+    the loss falls and the gradients match jax.grad (the example asserts both)."""
+    out = run_example("rnn.py", "--backend", backend, "--steps", "30")
+    assert f"backend: {backend}" in out and "gradients match jax.grad" in out
+    assert out.strip().endswith("ok")
