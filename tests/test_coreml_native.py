@@ -18,7 +18,7 @@ from rlx_jax.errors import LoweringError
 from rlx_jax import nn
 from rlx_jax.backends.base import all_backends, kept_kinds
 from rlx_jax.ir.graph import Builder
-from rlx_jax.ir.ops import BACKWARD, FORWARD, PRIMITIVE, OpKind as K
+from rlx_jax.ir.ops import BACKWARD, PRIMITIVE, OpKind as K
 from rlx_jax.nn.kinds import evaluate
 from rlx_jax.passes.legalize import legalize
 
@@ -265,19 +265,6 @@ def test_softmax_cross_entropy_is_constant_size_at_vocabulary_scale():
     assert vocab == _sce_counts(10)
     assert kernel_ops(vocab) <= 25
     assert vocab["one_hot"] == 2 and "concat" not in vocab
-
-
-def test_claims_and_rules_agree():
-    from rlx_jax.backends.coreml import claims
-    from rlx_jax.backends.coreml.mil import MIL_RULES, load_families
-    load_families()
-    native = (claims.SUPPORTED_OPS & FORWARD) | claims.NATIVE_BACKWARD_OPS
-    assert FORWARD <= claims.SUPPORTED_OPS
-    assert native <= set(MIL_RULES)
-    assert {k for k in MIL_RULES if k in FORWARD or k in BACKWARD} == native
-    assert claims.NATIVE_BACKWARD_OPS <= BACKWARD
-    assert not claims.NATIVE_BACKWARD_OPS & claims.BACKWARD_OPS
-    assert set(claims.CLAIM_PREDICATES) <= claims.NATIVE_BACKWARD_OPS
 
 
 # ---- jax.grad of programs written with rlx_jax.nn (and JAX's own conv / pooling) ----
