@@ -138,9 +138,11 @@ def test_readme_block_replacement():
 
 
 def test_divergences_name_existing_cases():
-    """A divergence entry for a renamed or removed case would silently stop applying."""
-    from .divergences import DIVERGENCES
+    """A divergence entry for a renamed or removed case would silently stop applying; a
+    dtype entry for a dtype no case has would too."""
+    from .divergences import DIVERGENCES, DTYPE_DIVERGENCES
     from .op_table import Expect
+    from .op_table_base import SHORT
     from .test_x64 import _NAMES as X64_NAMES
     names = {c.name for c in CASES} | set(X64_NAMES)
     for backend, table in DIVERGENCES.items():
@@ -148,6 +150,36 @@ def test_divergences_name_existing_cases():
         assert not stale, f"tests/divergences_{backend}.py names no such case: {stale}"
         for name, exp in table.items():
             assert isinstance(exp, Expect) and exp.reason, (backend, name)
+    for backend, table in DTYPE_DIVERGENCES.items():
+        unknown = sorted(set(table) - set(SHORT))
+        assert not unknown, f"tests/divergences_{backend}.py: no such dtype: {unknown}"
+        for dtype, exp in table.items():
+            assert isinstance(exp, Expect) and exp.reason, (backend, dtype)
+
+
+def test_case_divergences_are_not_dtype_divergences():
+    """A per-case entry that says what the case's dtype entry already says is redundant: the
+    reason is the dtype, stated once in DTYPE_DIVERGENCES."""
+    from . import divergences
+    from .test_x64 import _x64_cases
+    with jax.enable_x64(True):
+        x64 = _x64_cases()
+    redundant = []
+    for backend, table in divergences.DIVERGENCES.items():
+        for cases, x64_on in ((CASES, False), (x64, True)):
+            for case in cases:
+                own = table.get(case.name)
+                if own is None:
+                    continue
+                with jax.enable_x64(x64_on):
+                    del table[case.name]
+                    try:
+                        by_dtype = divergences.divergence(case, backend)
+                    finally:
+                        table[case.name] = own
+                if by_dtype == own:
+                    redundant.append((backend, case.name))
+    assert not redundant, f"per-case entries that repeat a dtype entry: {redundant}"
 
 
 def test_op_coverage_tolerates_a_missing_backend():
