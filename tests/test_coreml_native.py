@@ -23,7 +23,7 @@ from rlx_jax.nn.kinds import evaluate
 from rlx_jax.passes.legalize import legalize
 
 from .conftest import BACKENDS
-from .nn_cases import (ATT, CONV, KV, POOL, Q, V, KIND_CASES, KindCase, f,
+from .nn_cases import (ATT, CONV, KV, POOL, Q, V, KIND_CASES, kind_case, f,
                        single_node_graph)
 
 pytestmark = pytest.mark.skipif("coreml" not in BACKENDS, reason="coremltools is not installed")
@@ -58,31 +58,31 @@ def conv(**kw):
 
 NCHW = ((0, 1, 2, 3), (0, 1, 2, 3), (0, 1, 2, 3))
 EXTRA = [
-    KindCase("maxpool_bwd_ties", K.MaxPool2dBackward,
+    kind_case("maxpool_bwd_ties", K.MaxPool2dBackward,
              (lambda r: r.randint(0, 2, (1, 4, 6, 2)).astype(np.float32), f(1, 2, 3, 2)), POOL),
-    KindCase("maxpool_bwd_nchw_3x3", K.MaxPool2dBackward, (f(2, 3, 6, 9), f(2, 3, 2, 3)),
+    kind_case("maxpool_bwd_nchw_3x3", K.MaxPool2dBackward, (f(2, 3, 6, 9), f(2, 3, 2, 3)),
              dict(window_dimensions=(1, 1, 3, 3), window_strides=(1, 1, 3, 3),
                   padding=((0, 0),) * 4)),
-    KindCase("conv_bwd_input_same_groups", K.Conv2dBackwardInput, (f(2, 5, 5, 4), f(3, 3, 2, 4)),
+    kind_case("conv_bwd_input_same_groups", K.Conv2dBackwardInput, (f(2, 5, 5, 4), f(3, 3, 2, 4)),
              conv(window_strides=(1, 1), feature_group_count=2, input_shape=(2, 5, 5, 4))),
-    KindCase("conv_bwd_input_nchw_uneven", K.Conv2dBackwardInput, (f(1, 4, 4, 5), f(4, 2, 3, 3)),
+    kind_case("conv_bwd_input_nchw_uneven", K.Conv2dBackwardInput, (f(1, 4, 4, 5), f(4, 2, 3, 3)),
              conv(padding=((0, 0), (2, 1)), dimension_numbers=NCHW, input_shape=(1, 2, 9, 8))),
-    KindCase("conv_bwd_input_negative_pad", K.Conv2dBackwardInput, (f(1, 3, 4, 2), f(2, 2, 3, 2)),
+    kind_case("conv_bwd_input_negative_pad", K.Conv2dBackwardInput, (f(1, 3, 4, 2), f(2, 2, 3, 2)),
              conv(window_strides=(1, 1), padding=((-1, 0), (0, -2)), input_shape=(1, 5, 7, 3))),
-    KindCase("conv_bwd_weight_same_groups", K.Conv2dBackwardWeight,
+    kind_case("conv_bwd_weight_same_groups", K.Conv2dBackwardWeight,
              (f(2, 5, 5, 4), f(2, 5, 5, 4)),
              conv(window_strides=(1, 1), feature_group_count=2, weight_shape=(3, 3, 2, 4))),
-    KindCase("conv_bwd_weight_dilated", K.Conv2dBackwardWeight, (f(1, 7, 7, 2), f(1, 5, 3, 3)),
+    kind_case("conv_bwd_weight_dilated", K.Conv2dBackwardWeight, (f(1, 7, 7, 2), f(1, 5, 3, 3)),
              conv(window_strides=(1, 1), padding=((1, 1), (0, 0)), rhs_dilation=(2, 2),
                   weight_shape=(3, 3, 2, 3))),
-    KindCase("conv_bwd_weight_nchw_stride3_groups", K.Conv2dBackwardWeight,
+    kind_case("conv_bwd_weight_nchw_stride3_groups", K.Conv2dBackwardWeight,
              (f(2, 4, 9, 8), f(2, 6, 4, 3)),
              conv(window_strides=(2, 3), padding=((1, 0), (0, 1)), dimension_numbers=NCHW,
                   feature_group_count=2, weight_shape=(6, 2, 3, 2))),
-    KindCase("attention_fully_masked_row", K.Attention,
+    kind_case("attention_fully_masked_row", K.Attention,
              (f(*Q), f(*KV), f(*V), lambda r: np.arange(5)[:, None] * np.ones(6) > 0),
              dict(ATT, mask_kind="bool")),
-    KindCase("attention_bwd_additive_causal", K.AttentionBackward,
+    kind_case("attention_bwd_additive_causal", K.AttentionBackward,
              (f(*Q), f(*KV), f(*V), f(1, 2, 5, 6), f(2, 2, 5, 3)),
              dict(ATT, mask_kind="additive", causal=True)),
 ]
