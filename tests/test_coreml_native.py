@@ -152,6 +152,10 @@ ATTENTION = [c for c in NATIVE if c.kind is K.Attention]
 
 @pytest.mark.parametrize("case", ATTENTION, ids=lambda c: c.name)
 def test_attention_uses_sdpa_from_ios18_only(case):
+    """Given:  one Attention node (the NATIVE attention cases)
+       Result: iOS18 target: one scaled_dot_product_attention, no softmax; default target:
+               no scaled_dot_product_attention, one softmax and two matmuls; iOS18 values
+               equal the reference"""
     args = [m(np.random.RandomState(0)) for m in case.operands]
     graph, node = single_node_graph(case.kind, [(a.shape, a.dtype) for a in args], case.attrs)
     be = coreml()
@@ -193,6 +197,10 @@ UNCLAIMED = [
 
 @pytest.mark.parametrize("name,kind,operands,attrs", UNCLAIMED, ids=lambda v: str(v)[:40])
 def test_configurations_without_a_kernel_are_decomposed(name, kind, operands, attrs):
+    """Given:  one MaxPool2dBackward / Conv2dBackward* node in a configuration its kernel does
+               not handle (overlapping or padded windows, dilations)
+       Result: the claim predicate refuses it; legalization leaves no node of that kind; the
+               kernel called directly raises LoweringError naming the kind"""
     graph, node = single_node_graph(kind, operands, attrs)
     assert not coreml().CLAIM_PREDICATES[kind](node)
     legal = legalize(graph, kept_kinds(coreml()), backend="coreml")
@@ -202,6 +210,8 @@ def test_configurations_without_a_kernel_are_decomposed(name, kind, operands, at
 
 
 def test_layer_norm_with_constant_parameters_is_one_mil_op():
+    """Given:  nn.layer_norm(x, gamma, beta), gamma and beta closed-over constants
+       Result: one MIL layer_norm, no mul or add; values equal nn.layer_norm"""
     r = np.random.RandomState(3)
     gamma, beta = r.rand(8).astype(np.float32) + 0.5, r.randn(8).astype(np.float32)
     x = r.randn(2, 5, 8).astype(np.float32)
@@ -222,6 +232,9 @@ def native_and_decomposed_counts(kind, operands, attrs):
 
 
 def test_rms_norm_backward_input_kernel_is_small():
+    """Given:  one RmsNormBackwardInput node, x (4, 16, 64), gamma (64,), dy (4, 16, 64)
+       Result: native: 7 mul, 2 reduce_mean, 1 rsqrt, 1 sub (+ identity): at most 13 kernel
+               ops, fewer than the decomposition's; no tile, reshape or expand_dims"""
     native, decomposed = native_and_decomposed_counts(
         K.RmsNormBackwardInput, [((4, 16, 64), F32), ((64,), F32), ((4, 16, 64), F32)],
         dict(eps=1e-6))
@@ -242,6 +255,10 @@ def _maxpool_counts(n, c, h, w):
 
 
 def test_max_pool_backward_kernel_is_o_input_without_scatter():
+    """Given:  one MaxPool2dBackward node (2x2 window, stride 2, NCHW) at (8, 32, 28, 28) and at
+               (1, 2, 4, 4)
+       Result: the same MIL op counts at both sizes: one reduce_argmax, no scatter op, at most
+               10 kernel ops"""
     big = _maxpool_counts(8, 32, 28, 28)
     assert not [op for op in big if "scatter" in op]
     assert big == _maxpool_counts(1, 2, 4, 4)          # op count independent of the size
@@ -261,6 +278,10 @@ def _sce_counts(classes):
 
 
 def test_softmax_cross_entropy_is_constant_size_at_vocabulary_scale():
+    """Given:  SoftmaxCrossEntropyWithLogits and SoftmaxCrossEntropyBackward over (8, C) logits,
+               C = 50257 and C = 10
+       Result: the same MIL op counts for both C: at most 25 kernel ops, two one_hot, no
+               concat"""
     vocab = _sce_counts(50257)
     assert vocab == _sce_counts(10)
     assert kernel_ops(vocab) <= 25
@@ -324,6 +345,9 @@ PROGRAMS = {
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_gradients_native_vs_jax_and_decomposed(name):
+    """Given:  value_and_grad of a transformer block / a CNN written with rlx_jax.nn
+       Result: native_backward=True: the IR keeps every backward kind of PROGRAMS[name];
+               native_backward=False: no backward kind; both equal jax"""
     loss, make, kinds = PROGRAMS[name]
     args = make(np.random.RandomState(0))
     grad = jax.value_and_grad(loss)
@@ -346,7 +370,11 @@ def test_gradients_native_vs_jax_and_decomposed(name):
     ((3, 1), ((-1, 0), (0, 0)), (1, 1)),
 ])
 def test_conv_input_gradient_with_constant_weight_uses_conv_transpose(strides, padding, dilation):
-    """(grouped convolutions are not recognised as Conv2dBackwardInput: the contract)"""
+    """(grouped convolutions are not recognised as Conv2dBackwardInput: the contract)
+
+       Given:  jax.grad w.r.t. x of sum(sin(conv(x, w))), w a constant, strided / padded /
+               dilated
+       Result: a Conv2dBackwardInput node in the IR; one MIL conv_transpose; values equal jax"""
     w = np.random.RandomState(1).randn(3, 3, 4, 4).astype(np.float32)
 
     def loss(x):
