@@ -85,16 +85,27 @@ def test_line_budget():
 
 # ---- no private imports ----
 
+def _package(module):
+    return module if module in PACKAGES else module.rpartition(".")[0]
+
+
+def _own_private_module(module, name):
+    """Whether dotted `name` is a private module inside `module`'s own package (such a module
+    is the package's business, not another module's private name)."""
+    return name in SOURCES and name.startswith(_package(module) + ".")
+
+
 def test_no_private_imports():
     found = []
     for module, path in sorted(SOURCES.items()):
         for line, target, names in _imports(module):
             if names is None:
-                parts = [p for p in target.split(".") if _is_private(p)]
-                if parts:
+                parts = target.split(".")
+                if any(_is_private(p) for p in parts) and not _own_private_module(module, target):
                     found.append(f"{_rel(path)}:{line}: import {target}")
                 continue
-            private = [n for n in names if _is_private(n)]
+            private = [n for n in names if _is_private(n)
+                       and not _own_private_module(module, f"{target}.{n}")]
             if private and target != module:
                 found.append(f"{_rel(path)}:{line}: from {target} import {', '.join(private)}")
     assert not found, ("modules importing another module's private names:\n  "
