@@ -7,6 +7,7 @@ defaults. The families and the fields they use:
   single-node kinds (tests/nn_cases.py)         kind, operands, attrs, atol
   rlx_jax.nn ops (tests/test_nn.py)             fn, ref, args, argnums, backward, forward
   programs (tests/programs.py)                  fn (the scalar loss), params, inputs, atol, rtol
+  MLX rule corner cases (tests/test_mlx_rules.py) fn, args (a fixed tuple), atol, rtol
 """
 import dataclasses
 from typing import Any, Callable, Optional
