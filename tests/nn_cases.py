@@ -1,20 +1,16 @@
-"""Shared cases for the rlx_jax.nn tests: one record per high-level/backward kind with operand
-makers and attributes (the attributes of docs/high-level-kinds.md)."""
-import dataclasses
-
+"""Shared cases for the rlx_jax.nn tests: one record (tests/cases.py) per high-level/backward
+kind with operand makers and attributes (the attributes of docs/high-level-kinds.md)."""
 import numpy as np
 
 from rlx_jax.ir.graph import Builder
 from rlx_jax.ir.ops import OpKind as K
 
+from .cases import Case
 
-@dataclasses.dataclass(frozen=True)
-class KindCase:
-    name: str
-    kind: K
-    operands: tuple          # rng -> array, one per operand
-    attrs: dict
-    atol: float = 1e-5
+
+def kind_case(name, kind, operands, attrs, atol=1e-5):
+    """The case of one `kind` node: `operands` (rng -> array, one per operand), `attrs`."""
+    return Case(name, kind=kind, operands=operands, attrs=attrs, atol=atol)
 
 
 def f(*shape, lo=-2.0, hi=2.0):
@@ -43,54 +39,54 @@ POOL = dict(window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1),
             padding=((0, 0),) * 4)
 
 KIND_CASES = [
-    KindCase("softmax", K.Softmax, (f(*X),), dict(axis=2)),
-    KindCase("softmax_axis1", K.Softmax, (f(*X),), dict(axis=1)),
-    KindCase("relu_bwd", K.ReluBackward, (f(*X), f(*X)), {}),
-    *[KindCase(f"act_bwd_{fn}", K.ActivationBackward, (f(*X), f(*X)), dict(fn=fn))
+    kind_case("softmax", K.Softmax, (f(*X),), dict(axis=2)),
+    kind_case("softmax_axis1", K.Softmax, (f(*X),), dict(axis=1)),
+    kind_case("relu_bwd", K.ReluBackward, (f(*X), f(*X)), {}),
+    *[kind_case(f"act_bwd_{fn}", K.ActivationBackward, (f(*X), f(*X)), dict(fn=fn))
       for fn in ("gelu", "gelu_tanh", "silu", "sigmoid", "tanh")],
-    KindCase("layer_norm", K.LayerNorm, (f(*X), f(D), f(D)), dict(eps=1e-5)),
-    KindCase("ln_bwd_input", K.LayerNormBackwardInput, (f(*X), f(D), f(*X)), dict(eps=1e-5)),
-    KindCase("ln_bwd_gamma", K.LayerNormBackwardGamma, (f(*X), f(*X)), dict(eps=1e-5)),
-    KindCase("rms_norm", K.RmsNorm, (f(*X), f(D)), dict(eps=1e-6, has_beta=False)),
-    KindCase("rms_norm_beta", K.RmsNorm, (f(*X), f(D), f(D)), dict(eps=1e-6, has_beta=True)),
-    KindCase("rms_bwd_input", K.RmsNormBackwardInput, (f(*X), f(D), f(*X)), dict(eps=1e-6)),
-    KindCase("rms_bwd_gamma", K.RmsNormBackwardGamma, (f(*X), f(*X)), dict(eps=1e-6)),
-    KindCase("rms_bwd_beta", K.RmsNormBackwardBeta, (f(*X),), {}),
-    KindCase("group_norm", K.GroupNorm, (f(2, 3, 3, 8), f(D), f(D)), dict(num_groups=4, eps=1e-5)),
-    KindCase("gn_bwd_input", K.GroupNormBackwardInput, (f(2, 3, 3, 8), f(D), f(2, 3, 3, 8)),
+    kind_case("layer_norm", K.LayerNorm, (f(*X), f(D), f(D)), dict(eps=1e-5)),
+    kind_case("ln_bwd_input", K.LayerNormBackwardInput, (f(*X), f(D), f(*X)), dict(eps=1e-5)),
+    kind_case("ln_bwd_gamma", K.LayerNormBackwardGamma, (f(*X), f(*X)), dict(eps=1e-5)),
+    kind_case("rms_norm", K.RmsNorm, (f(*X), f(D)), dict(eps=1e-6, has_beta=False)),
+    kind_case("rms_norm_beta", K.RmsNorm, (f(*X), f(D), f(D)), dict(eps=1e-6, has_beta=True)),
+    kind_case("rms_bwd_input", K.RmsNormBackwardInput, (f(*X), f(D), f(*X)), dict(eps=1e-6)),
+    kind_case("rms_bwd_gamma", K.RmsNormBackwardGamma, (f(*X), f(*X)), dict(eps=1e-6)),
+    kind_case("rms_bwd_beta", K.RmsNormBackwardBeta, (f(*X),), {}),
+    kind_case("group_norm", K.GroupNorm, (f(2, 3, 3, 8), f(D), f(D)), dict(num_groups=4, eps=1e-5)),
+    kind_case("gn_bwd_input", K.GroupNormBackwardInput, (f(2, 3, 3, 8), f(D), f(2, 3, 3, 8)),
              dict(num_groups=4, eps=1e-5)),
-    KindCase("gn_bwd_gamma", K.GroupNormBackwardGamma, (f(2, 3, 3, 8), f(2, 3, 3, 8)),
+    kind_case("gn_bwd_gamma", K.GroupNormBackwardGamma, (f(2, 3, 3, 8), f(2, 3, 3, 8)),
              dict(num_groups=4, eps=1e-5)),
-    KindCase("gn_bwd_beta", K.GroupNormBackwardBeta, (f(2, 3, 3, 8),), {}),
-    KindCase("attention", K.Attention, (f(*Q), f(*KV), f(*V)), ATT),
-    KindCase("attention_causal_bshd", K.Attention, (f(2, 5, 2, 4), f(2, 5, 2, 4), f(2, 5, 2, 3)),
+    kind_case("gn_bwd_beta", K.GroupNormBackwardBeta, (f(2, 3, 3, 8),), {}),
+    kind_case("attention", K.Attention, (f(*Q), f(*KV), f(*V)), ATT),
+    kind_case("attention_causal_bshd", K.Attention, (f(2, 5, 2, 4), f(2, 5, 2, 4), f(2, 5, 2, 3)),
              dict(ATT, causal=True, layout="BSHD")),
-    KindCase("attention_additive", K.Attention, (f(*Q), f(*KV), f(*V), f(2, 1, 5, 6)),
+    kind_case("attention_additive", K.Attention, (f(*Q), f(*KV), f(*V), f(2, 1, 5, 6)),
              dict(ATT, mask_kind="additive")),
-    KindCase("attention_bool", K.Attention, (f(*Q), f(*KV), f(*V), boolean(5, 6)),
+    kind_case("attention_bool", K.Attention, (f(*Q), f(*KV), f(*V), boolean(5, 6)),
              dict(ATT, mask_kind="bool", causal=True)),
-    KindCase("attention_bwd", K.AttentionBackward, (f(*Q), f(*KV), f(*V), f(2, 2, 5, 3)), ATT),
-    KindCase("attention_bwd_mask_bshd", K.AttentionBackward,
+    kind_case("attention_bwd", K.AttentionBackward, (f(*Q), f(*KV), f(*V), f(2, 2, 5, 3)), ATT),
+    kind_case("attention_bwd_mask_bshd", K.AttentionBackward,
              (f(2, 5, 2, 4), f(2, 6, 2, 4), f(2, 6, 2, 3), boolean(2, 1, 5, 6), f(2, 5, 2, 3)),
              dict(ATT, mask_kind="bool", causal=True, layout="BSHD")),
-    KindCase("rope", K.Rope, (f(2, 3, 5, 8), f(5, 4), f(5, 4)), {}),
-    KindCase("rope_bwd", K.RopeBackward, (f(2, 3, 5, 8), f(5, 4), f(5, 4)), {}),
-    KindCase("sce", K.SoftmaxCrossEntropyWithLogits, (f(6, 10), ints(10, 6)), {}),
-    KindCase("sce_bwd", K.SoftmaxCrossEntropyBackward, (f(6, 10), ints(10, 6), f(6)), {}),
-    KindCase("ada_layer_norm", K.AdaLayerNorm, (f(*X), f(2, D), f(2, D)), dict(eps=1e-6)),
-    KindCase("ada_bwd", K.AdaLayerNormBackward, (f(*X), f(2, D), f(*X)), dict(eps=1e-6)),
-    KindCase("gated_residual", K.GatedResidual, (f(*X), f(2, D), f(*X)), {}),
-    KindCase("gated_bwd", K.GatedResidualBackward, (f(2, D), f(*X), f(*X)), {}),
-    KindCase("maxpool_bwd_tiling", K.MaxPool2dBackward, (f(2, 8, 8, 3), f(2, 4, 4, 3)), POOL),
-    KindCase("maxpool_bwd_overlap", K.MaxPool2dBackward, (f(2, 7, 7, 3), f(2, 3, 3, 3)),
+    kind_case("rope", K.Rope, (f(2, 3, 5, 8), f(5, 4), f(5, 4)), {}),
+    kind_case("rope_bwd", K.RopeBackward, (f(2, 3, 5, 8), f(5, 4), f(5, 4)), {}),
+    kind_case("sce", K.SoftmaxCrossEntropyWithLogits, (f(6, 10), ints(10, 6)), {}),
+    kind_case("sce_bwd", K.SoftmaxCrossEntropyBackward, (f(6, 10), ints(10, 6), f(6)), {}),
+    kind_case("ada_layer_norm", K.AdaLayerNorm, (f(*X), f(2, D), f(2, D)), dict(eps=1e-6)),
+    kind_case("ada_bwd", K.AdaLayerNormBackward, (f(*X), f(2, D), f(*X)), dict(eps=1e-6)),
+    kind_case("gated_residual", K.GatedResidual, (f(*X), f(2, D), f(*X)), {}),
+    kind_case("gated_bwd", K.GatedResidualBackward, (f(2, D), f(*X), f(*X)), {}),
+    kind_case("maxpool_bwd_tiling", K.MaxPool2dBackward, (f(2, 8, 8, 3), f(2, 4, 4, 3)), POOL),
+    kind_case("maxpool_bwd_overlap", K.MaxPool2dBackward, (f(2, 7, 7, 3), f(2, 3, 3, 3)),
              dict(POOL, window_dimensions=(1, 3, 3, 1))),
-    KindCase("conv_bwd_input", K.Conv2dBackwardInput, (f(2, 4, 4, 4), f(3, 3, 3, 4)),
+    kind_case("conv_bwd_input", K.Conv2dBackwardInput, (f(2, 4, 4, 4), f(3, 3, 3, 4)),
              dict(CONV, input_shape=(2, 8, 8, 3))),
-    KindCase("conv_bwd_weight", K.Conv2dBackwardWeight, (f(2, 8, 8, 3), f(2, 4, 4, 4)),
+    kind_case("conv_bwd_weight", K.Conv2dBackwardWeight, (f(2, 8, 8, 3), f(2, 4, 4, 4)),
              dict(CONV, weight_shape=(3, 3, 3, 4))),
-    KindCase("gather_bwd", K.GatherBackward, (f(2, 3, 4), ints(10, 2, 3)),
+    kind_case("gather_bwd", K.GatherBackward, (f(2, 3, 4), ints(10, 2, 3)),
              dict(axis=0, num=10, mode="promise_in_bounds")),
-    KindCase("cumsum_bwd", K.CumsumBackward, (f(5, 4),), dict(axis=0, reverse=False)),
+    kind_case("cumsum_bwd", K.CumsumBackward, (f(5, 4),), dict(axis=0, reverse=False)),
 ]
 
 

@@ -1,25 +1,16 @@
-"""Op-table records and the small helpers that build cases over dtypes.
+"""Op-table helpers: the divergence record and the small helpers that build cases (tests/cases.py
+records) over dtypes.
 
 A case is a JAX function plus an argument maker; the oracle is JAX itself on CPU. Helpers here
 keep the per-family modules (op_table_*.py) compact: one call generates a case per dtype, named
 `<op>_<dtype>` with the dtype's tolerance.
 """
 import dataclasses
-from typing import Callable
 
 import jax.numpy as jnp
 import numpy as np
 
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    name: str
-    fn: Callable
-    args: Callable                      # rng -> tuple of numpy arrays
-    grad: bool = False                  # also check jax.grad of sum(fn(...)) w.r.t. arg 0
-    atol: float = 1e-5
-    rtol: float = 1e-5
-    static_argnums: tuple = ()
+from .cases import Case
 
 
 @dataclasses.dataclass(frozen=True)

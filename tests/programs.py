@@ -1,26 +1,22 @@
-"""Representative programs as data: each a scalar loss over (params, *inputs) plus makers.
+"""Representative programs as data (tests/cases.py records): each a scalar loss over
+(params, *inputs) plus makers.
 
 Written in plain jnp/lax, as users write them, so the frontend sees what JAX really emits
 (softmax, layer norm and attention arrive decomposed). test_grads.py runs the forward and
 jax.grad of each through rlx_jax.jit on every backend, and checks float64 finite differences.
 """
-import dataclasses
-from typing import Callable
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .cases import Case
 
-@dataclasses.dataclass(frozen=True)
-class Program:
-    name: str
-    loss: Callable              # (params, *inputs) -> scalar
-    params: Callable            # (rng, dtype) -> pytree of float arrays
-    inputs: Callable            # (rng, dtype) -> tuple of arrays
-    atol: float = 1e-5
-    rtol: float = 1e-4
+
+def program(name, loss, params, inputs, atol=1e-5, rtol=1e-4):
+    """The case of a program: `loss` (params, *inputs) -> scalar, `params` (rng, dtype) -> pytree
+    of float arrays, `inputs` (rng, dtype) -> tuple of arrays."""
+    return Case(name, fn=loss, params=params, inputs=inputs, atol=atol, rtol=rtol)
 
 
 def _normal(r, dtype, *shape, scale=None):
@@ -139,20 +135,20 @@ def xent_loss(params, x, labels):
 
 
 PROGRAMS = [
-    Program("mlp", mlp_loss, mlp_params,
+    program("mlp", mlp_loss, mlp_params,
             lambda r, dt: (_normal(r, dt, 5, 6, scale=1.0), _normal(r, dt, 5, 3, scale=1.0))),
-    Program("convnet", convnet_loss, convnet_params,
+    program("convnet", convnet_loss, convnet_params,
             lambda r, dt: (_normal(r, dt, 2, 6, 6, 2, scale=1.0),
                            r.randint(0, 5, (2,)).astype(np.int32))),
-    Program("attention", attention_loss, attention_params,
+    program("attention", attention_loss, attention_params,
             lambda r, dt: (_normal(r, dt, 2, 4, 8, scale=1.0),)),
-    Program("embedding", embedding_loss, embedding_params,
+    program("embedding", embedding_loss, embedding_params,
             lambda r, dt: (r.randint(0, 10, (3, 4)).astype(np.int32),)),
-    Program("layernorm", layernorm_loss,
+    program("layernorm", layernorm_loss,
             lambda r, dt: {"g": (1 + _normal(r, dt, 7, scale=0.2)).astype(dt),
                            "b": _normal(r, dt, 7, scale=0.2)},
             lambda r, dt: (_normal(r, dt, 4, 7, scale=2.0),)),
-    Program("softmax_xent", xent_loss,
+    program("softmax_xent", xent_loss,
             lambda r, dt: {"w": _normal(r, dt, 6, 9), "b": _normal(r, dt, 9, scale=0.1)},
             lambda r, dt: (_normal(r, dt, 5, 6, scale=1.0),
                            r.randint(0, 9, (5,)).astype(np.int32))),

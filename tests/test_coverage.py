@@ -1,5 +1,6 @@
 """Coverage: every listed JAX primitive is exercised by the op table, every exercised primitive
-has a frontend rule or an UNSUPPORTED reason, and the generated coverage documents are current."""
+has a frontend rule or an UNSUPPORTED reason, the generated coverage documents are current, and
+every backend's claim tables agree with its lowering rules."""
 import functools
 import os
 
@@ -9,8 +10,11 @@ import numpy as np
 import pytest
 
 from rlx_jax import coverage
+from rlx_jax.backends.base import all_backends
 from rlx_jax.frontend.rules import JAXPR_RULES, UNSUPPORTED
 from rlx_jax.frontend.trace import CALL_PARAMS
+from rlx_jax.ir.ops import BACKWARD, FORWARD, OpKind as K
+from rlx_jax.passes.decompose import DECOMPS
 
 from .op_table import CASES
 
@@ -134,9 +138,11 @@ def test_readme_block_replacement():
 
 
 def test_divergences_name_existing_cases():
-    """A divergence entry for a renamed or removed case would silently stop applying."""
-    from .divergences import DIVERGENCES
+    """A divergence entry for a renamed or removed case would silently stop applying; a
+    dtype entry for a dtype no case has would too."""
+    from .divergences import DIVERGENCES, DTYPE_DIVERGENCES
     from .op_table import Expect
+    from .op_table_base import SHORT
     from .test_x64 import _NAMES as X64_NAMES
     names = {c.name for c in CASES} | set(X64_NAMES)
     for backend, table in DIVERGENCES.items():
@@ -144,6 +150,36 @@ def test_divergences_name_existing_cases():
         assert not stale, f"tests/divergences_{backend}.py names no such case: {stale}"
         for name, exp in table.items():
             assert isinstance(exp, Expect) and exp.reason, (backend, name)
+    for backend, table in DTYPE_DIVERGENCES.items():
+        unknown = sorted(set(table) - set(SHORT))
+        assert not unknown, f"tests/divergences_{backend}.py: no such dtype: {unknown}"
+        for dtype, exp in table.items():
+            assert isinstance(exp, Expect) and exp.reason, (backend, dtype)
+
+
+def test_case_divergences_are_not_dtype_divergences():
+    """A per-case entry that says what the case's dtype entry already says is redundant: the
+    reason is the dtype, stated once in DTYPE_DIVERGENCES."""
+    from . import divergences
+    from .test_x64 import _x64_cases
+    with jax.enable_x64(True):
+        x64 = _x64_cases()
+    redundant = []
+    for backend, table in divergences.DIVERGENCES.items():
+        for cases, x64_on in ((CASES, False), (x64, True)):
+            for case in cases:
+                own = table.get(case.name)
+                if own is None:
+                    continue
+                with jax.enable_x64(x64_on):
+                    del table[case.name]
+                    try:
+                        by_dtype = divergences.divergence(case, backend)
+                    finally:
+                        table[case.name] = own
+                if by_dtype == own:
+                    redundant.append((backend, case.name))
+    assert not redundant, f"per-case entries that repeat a dtype entry: {redundant}"
 
 
 def test_op_coverage_tolerates_a_missing_backend():
@@ -153,3 +189,66 @@ def test_op_coverage_tolerates_a_missing_backend():
     assert "| kind | group | xla |" in text and "| Gather | primitive | native |" in text
     kinds = {line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")}
     assert "MatMul" in kinds and "Input" in kinds
+
+
+# ---- claims and rules agree, on every registered backend (DESIGN §5) ----
+
+def _claim_tables(backend):
+    """The backend's claims module (`backends/<name>/claims.py`), or the backend object itself
+    for a backend that keeps its claims on the class (xla)."""
+    import importlib
+    try:
+        return importlib.import_module(f"rlx_jax.backends.{backend.name}.claims")
+    except ModuleNotFoundError:
+        return backend
+
+
+# backends whose claims include every high-level forward kind (xla claims PRIMITIVE only)
+CLAIMS_EVERY_FORWARD_KIND = {"coreml"}
+
+
+@pytest.mark.parametrize("name", sorted(all_backends()))
+def test_claims_match_rules(name):
+    from .test_decomp import CASES as KIND_CASES
+    b = all_backends()[name]
+    if not b.available():
+        pytest.skip(f"{name} is not available: {b.unavailable_reason()}")
+    rules = set(b.rules())
+    tables = _claim_tables(b)
+    for table in ("SUPPORTED_OPS", "NATIVE_BACKWARD_OPS", "BACKWARD_OPS"):
+        assert getattr(b, table) == getattr(tables, table), (name, table)
+    supported, native_bwd, bwd_only = b.SUPPORTED_OPS, b.NATIVE_BACKWARD_OPS, b.BACKWARD_OPS
+    predicates = getattr(tables, "CLAIM_PREDICATES", None) or {}
+    assert predicates == (getattr(b, "CLAIM_PREDICATES", None) or {}), name
+
+    # every claimed kind has a rule and every rule is claimed
+    claimed = (supported | native_bwd) - {K.Input}
+    assert claimed - rules == set(), (
+        f"{name}: claimed without a rule: {sorted(k.name for k in claimed - rules)}")
+    assert rules - claimed == set(), (
+        f"{name}: rule not claimed: {sorted(k.name for k in rules - claimed)}")
+    if tables is not b:                      # every claims module defines the training set
+        assert tables.SUPPORTED_OPS_TRAINING == supported | native_bwd, name
+    if hasattr(b, "SUPPORTED_OPS_TRAINING"):
+        assert b.SUPPORTED_OPS_TRAINING == supported | native_bwd, name
+
+    # BACKWARD_OPS are run by decomposition only: no native rule, and a decomposition each
+    assert not bwd_only & rules, name
+    assert all(k in DECOMPS for k in bwd_only), name
+    assert not native_bwd & bwd_only, name
+
+    # native backward kinds are backward kinds; no other backward kind is claimed as supported
+    assert native_bwd <= BACKWARD, name
+    assert not supported & (BACKWARD - native_bwd), name
+    assert set(predicates) <= native_bwd, name
+
+    # the native high-level / backward kinds are exactly the rule table's FORWARD|BACKWARD kinds
+    native = (supported & FORWARD) | native_bwd
+    assert native <= rules, name
+    assert {k for k in rules if k in FORWARD or k in BACKWARD} == native, name
+    assert native == (supported | native_bwd) & (FORWARD | BACKWARD), name
+    assert native_bwd == native & BACKWARD, name
+    if name in CLAIMS_EVERY_FORWARD_KIND:
+        assert FORWARD <= supported, name
+    # every native high-level / backward kind has a single-node case (tests/nn_cases.py)
+    assert native <= {c.kind for c in KIND_CASES}, name

@@ -12,10 +12,10 @@ from rlx_jax.passes.decompose import DECOMPS
 from rlx_jax.passes.legalize import legalize
 
 from .conftest import BACKENDS
-from .nn_cases import KIND_CASES, KindCase, f, single_node_graph
+from .nn_cases import KIND_CASES, kind_case, f, single_node_graph
 
 # a max-pool backward with ties in every window: dy must go to the first max only
-TIES = KindCase("maxpool_bwd_ties", K.MaxPool2dBackward,
+TIES = kind_case("maxpool_bwd_ties", K.MaxPool2dBackward,
                 (lambda r: r.randint(0, 2, (1, 4, 6, 2)).astype(np.float32), f(1, 2, 3, 2)),
                 dict(window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1),
                      padding=((0, 0),) * 4))

@@ -17,8 +17,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_example(name, *argv, timeout=600):
+    """Runs examples/`name` against this checkout's rlx_jax (a script's own directory comes
+    first on sys.path, so the checkout is put on PYTHONPATH ahead of any installed copy)."""
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *argv],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": path})
     assert proc.returncode == 0, f"{name} {argv} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     return proc.stdout
 

@@ -68,6 +68,10 @@ _scaled_sin.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (3.0 * c * g
     ("checkpoint", jax.checkpoint(lambda x: jnp.sin(jnp.sin(x))), "remat2", {"Activation": 2}),
 ])
 def test_call_primitives_are_inlined(name, fn, prim, counts):
+    """Given:  a jaxpr with a call-like primitive (jit, closed_call, custom_jvp_call,
+               custom_vjp_call, remat2) around its body, e.g. jit(sin(y) * 2.0)
+       Result: the body inlined, no call-like node left: exactly `counts`, e.g.
+               {Activation: 1, Binary: 1}; values equal JAX"""
     from tests.test_coverage import primitive_names
     assert prim in primitive_names(jax.make_jaxpr(fn)(X).jaxpr), "case does not exercise " + prim
     g = _check(fn, X)
@@ -91,6 +95,8 @@ def test_grad_of_checkpoint_and_custom_jvp():
 # ---- DCE, constants ----------------------------------------------------------------------------
 
 def test_dead_code_is_removed():
+    """Given:  unused = exp(x) * 3.0; a, b, c = split(x, [1, 2], axis=1); return b * 2.0
+       Result: Slice, Binary (the dead exp/mul and the unused split parts are gone)"""
     def f(x):
         unused = jnp.exp(x) * 3.0   # noqa: F841 - dead on purpose
         a, b, c = jnp.split(x, [1, 2], axis=1)
@@ -100,6 +106,8 @@ def test_dead_code_is_removed():
 
 
 def test_unused_output_of_multi_output_call_vanishes():
+    """Given:  vals, idx = top_k(x, 2); return vals
+       Result: TopK, one graph output"""
     def f(x):
         vals, idx = lax.top_k(x, 2)
         return vals
@@ -109,6 +117,9 @@ def test_unused_output_of_multi_output_call_vanishes():
 
 
 def test_literals_and_closed_over_arrays_become_constants():
+    """Given:  x * 2.0 + table - 2.0 * asarray(table), `table` a closed-over numpy array
+       Result: Constant nodes for `table` and for the literal 2.0 (one node, though used twice);
+               no Input after the first node"""
     table = np.arange(4, dtype=np.float32) + 0.5
 
     def f(x):
@@ -261,6 +272,8 @@ def test_graph_verify_rejects_use_before_definition():
 
 
 def test_no_call_like_node_survives():
+    """Given:  jit(checkpoint(relu)(closed_call(sin)(x)))
+       Result: only Input, Constant, Activation and Binary nodes"""
     f = jax.jit(lambda x: jax.checkpoint(jax.nn.relu)(_closed_call(jnp.sin)(x)))
     g = rlx_jax.trace(f, X)
     assert {n.kind for n in g.nodes} <= {OpKind.Input, OpKind.Constant, OpKind.Activation,

@@ -30,11 +30,11 @@ def _close(got, want, atol, rtol, what):
 @pytest.mark.parametrize("prog", PROGRAMS, ids=lambda p: p.name)
 def test_forward_and_grad(prog, backend):
     params, inputs = _setup(prog)
-    want = jax.jit(prog.loss)(params, *inputs)
-    got = rlx_jax.jit(prog.loss, backend=backend)(params, *inputs)
+    want = jax.jit(prog.fn)(params, *inputs)
+    got = rlx_jax.jit(prog.fn, backend=backend)(params, *inputs)
     _close(got, want, prog.atol, prog.rtol, f"{prog.name} forward on {backend}")
-    gwant = jax.jit(jax.grad(prog.loss))(params, *inputs)
-    ggot = rlx_jax.jit(jax.grad(prog.loss), backend=backend)(params, *inputs)
+    gwant = jax.jit(jax.grad(prog.fn))(params, *inputs)
+    ggot = rlx_jax.jit(jax.grad(prog.fn), backend=backend)(params, *inputs)
     _close(ggot, gwant, prog.atol * 10, prog.rtol * 10, f"{prog.name} grad on {backend}")
 
 
@@ -42,7 +42,7 @@ def test_grads_are_not_trivial():
     """Every parameter of every program gets a non-zero gradient (the checks above bite)."""
     for prog in PROGRAMS:
         params, inputs = _setup(prog)
-        for leaf in jax.tree.leaves(jax.jit(jax.grad(prog.loss))(params, *inputs)):
+        for leaf in jax.tree.leaves(jax.jit(jax.grad(prog.fn))(params, *inputs)):
             assert np.abs(np.asarray(leaf)).max() > 1e-6, prog.name
 
 
@@ -57,9 +57,9 @@ def x64():
 @pytest.mark.parametrize("prog", PROGRAMS, ids=lambda p: p.name)
 def test_grad_matches_central_differences_f64(prog, x64):
     params, inputs = _setup(prog, np.float64)
-    grad = rlx_jax.jit(jax.grad(prog.loss), backend="xla")(params, *inputs)
+    grad = rlx_jax.jit(jax.grad(prog.fn), backend="xla")(params, *inputs)
     assert all(np.asarray(g).dtype == np.float64 for g in jax.tree.leaves(grad))
-    loss = jax.jit(prog.loss)
+    loss = jax.jit(prog.fn)
     flat, unravel = jax.flatten_util.ravel_pytree(params)
     gflat = np.asarray(jax.flatten_util.ravel_pytree(grad)[0])
     r = np.random.RandomState(1)
@@ -111,7 +111,7 @@ def test_adam_training_steps(prog, backend):
     """Three Adam steps (pytree state, python-scalar step count) match jax.jit; one trace."""
     params, inputs = _setup(prog)
     zeros = jax.tree.map(np.zeros_like, params)
-    step = _adam_step(prog.loss)
+    step = _adam_step(prog.fn)
     ours, want = rlx_jax.jit(step, backend=backend), jax.jit(step)
     a = b = (params, zeros, zeros)
     for t in range(1, 4):

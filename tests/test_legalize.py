@@ -104,6 +104,9 @@ def test_one_error_names_every_offender_with_its_source_line():
 
 
 def test_error_carries_the_user_line_from_tracing():
+    """Given:  f(x) = lax.cumsum(x, 0) traced from this file: one Cumsum node; the backend
+               claims Binary only
+       Result: LegalizationError naming `Cumsum` at test_legalize.py:<line> (f)"""
     def f(x):
         return jax.lax.cumsum(x, 0)        # no decomposition for Cumsum
     graph = rlx_jax.trace(f, np.ones((3,), F32))
@@ -131,7 +134,11 @@ def test_native_backward_kinds_are_kept_only_with_native_backward():
 
 
 def test_backward_ops_are_never_kept():
-    """BACKWARD_OPS are run by decomposition only, even if also listed as supported."""
+    """BACKWARD_OPS are run by decomposition only, even if also listed as supported.
+
+       Given:  grad of an RMSNorm loss; the backend claims PRIMITIVE + RmsNormBackwardGamma and
+               lists RmsNormBackwardInput/Gamma in BACKWARD_OPS
+       Result: no backward kind is kept; no *Backward op is left after legalization"""
     fake = FakeBackend(PRIMITIVE | {K.RmsNormBackwardGamma},
                        backward={K.RmsNormBackwardInput, K.RmsNormBackwardGamma})
     keep = kept_kinds(fake)
@@ -140,6 +147,10 @@ def test_backward_ops_are_never_kept():
 
 
 def test_jit_native_backward_false_decomposes_every_backward_kind(monkeypatch):
+    """Given:  jax.grad of an RMSNorm loss on xla, made to claim native RmsNorm backward kernels
+       Result: native_backward=True: RmsNormBackwardInput is in the legalized IR (and lowering
+               refuses it: xla has no such rule); native_backward=False: no *Backward op, and
+               the values equal jax.grad"""
     xla = all_backends()["xla"]
     monkeypatch.setattr(xla, "NATIVE_BACKWARD_OPS",
                         frozenset({K.RmsNormBackwardInput, K.RmsNormBackwardGamma}))
@@ -160,6 +171,10 @@ def test_jit_native_backward_false_decomposes_every_backward_kind(monkeypatch):
 
 
 def test_probe_accepts_claimed_backward_and_decomposable_kinds():
+    """Given:  grad of an RMSNorm loss; and a single RmsNormBackwardInput node
+       Result: the probe accepts the grad for a PRIMITIVE backend (all decomposes), refuses it
+               for a Binary-only one (rsqrt); accepts the lone node where it is in BACKWARD_OPS,
+               though legalization then raises; xla accepts both graphs"""
     graph = rms_grad_graph()
     assert supports(FakeBackend(PRIMITIVE), graph)                 # everything decomposes
     assert not supports(FakeBackend({K.Binary}), graph)          # rsqrt cannot be run

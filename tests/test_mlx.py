@@ -1,4 +1,4 @@
-"""The mlx backend itself: claims vs rules, dtypes, argument and result types, training loops
+"""The mlx backend itself: dtypes, argument and result types, training loops
 that feed results back, the kernel-cache directory, the uncompiled fallback, error messages."""
 import os
 import subprocess
@@ -12,15 +12,12 @@ import pytest
 
 import rlx_jax
 from rlx_jax import errors
-from rlx_jax.ir.ops import BACKWARD, OpKind
 
 pytestmark = pytest.mark.skipif("mlx" not in rlx_jax.available_backends(),
                                 reason="mlx is not installed")
 if "mlx" in rlx_jax.available_backends():
     import mlx.core as mx
 
-    from rlx_jax.backends.mlx import claims
-    from rlx_jax.backends.mlx.lower import MLX_RULES
     from rlx_jax.backends.mlx.runtime import backing_array, cache_dir, mlx_to_np_dtype, to_numpy
 
 
@@ -28,16 +25,6 @@ def _python(code, **env):
     """Runs `code` in a fresh interpreter (JAX on CPU, extra environment `env`)."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "JAX_PLATFORMS": "cpu", **env})
-
-
-def test_claims_and_rules_agree_both_ways():
-    claimed = (claims.SUPPORTED_OPS | claims.NATIVE_BACKWARD_OPS) - {OpKind.Input}
-    assert set(MLX_RULES) == set(claimed), (
-        f"claimed without rule: {sorted(k.name for k in claimed - set(MLX_RULES))}; "
-        f"rule without claim: {sorted(k.name for k in set(MLX_RULES) - claimed)}")
-    assert claims.NATIVE_BACKWARD_OPS <= BACKWARD
-    assert not claims.SUPPORTED_OPS & BACKWARD - claims.NATIVE_BACKWARD_OPS
-    assert claims.SUPPORTED_OPS_TRAINING == claims.SUPPORTED_OPS | claims.NATIVE_BACKWARD_OPS
 
 
 def test_listed_first_and_picked_by_auto():

@@ -12,6 +12,8 @@ from jax import lax
 
 import rlx_jax
 
+from .cases import Case
+
 pytestmark = pytest.mark.skipif("mlx" not in rlx_jax.available_backends(),
                                 reason="mlx is not installed")
 
@@ -33,7 +35,7 @@ INTS = np.array([7, -7, 7, -7, 0, 5, -2147483648, -2147483648, 13, 1], np.int32)
 DIVS = np.array([2, 2, -2, -2, 3, 0, -1, 3, -5, 1], np.int32)
 SHIFTS = np.array([0, 1, 31, 32, 33, -1, 5, 40, 3, 100], np.int32)
 
-CASES = {
+RULE_CASES = {     # name -> (function, arguments); the arguments are drawn once, at import
     # elementwise unary
     **{f"unary_{n}": (f, (u(4, 5),)) for n, f in {
         "exp": jnp.exp, "exp2": jnp.exp2, "log": lambda x: jnp.log(jnp.abs(x) + 0.1),
@@ -204,9 +206,12 @@ CASES = {
 }
 TOL = {"half_types": 1e-2, "dot_bf16_pet": 1e-2, "conv_grads": 1e-4, "conv_grouped_grads": 1e-4,
        "lgamma_wide": 2e-5, "digamma_wide": 5e-5, "erfc_wide": 1e-6}
+# as case records: a fixed argument tuple, the tolerance as both atol and rtol
+CASES = {name: Case(name, fn, args=lambda r, a=a: a, atol=TOL.get(name, 1e-5),
+                    rtol=TOL.get(name, 1e-5)) for name, (fn, a) in RULE_CASES.items()}
 
 
-def _check(got, want, name, tol):
+def _check(got, want, name, atol, rtol):
     got = np.asarray(got) if not hasattr(got, "view") or isinstance(got, np.ndarray) else got
     want = np.asarray(want)
     got = np.asarray(got)
@@ -216,15 +221,15 @@ def _check(got, want, name, tol):
         np.testing.assert_array_equal(got, want, err_msg=name)
     else:
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
-                                   rtol=tol, atol=tol, err_msg=name)
+                                   rtol=rtol, atol=atol, err_msg=name)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_rule(name):
-    fn, args = CASES[name]
+    case = CASES[name]
+    fn, args = case.fn, case.args(None)
     x64 = any(np.asarray(a).dtype.itemsize == 8 for a in args)
     with jax.enable_x64(x64) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64(x64):
         want = jax.jit(fn)(*args)
         got = rlx_jax.jit(fn, backend="mlx", output="numpy")(*args)
-    tol = TOL.get(name, 1e-5)
-    jax.tree.map(functools.partial(_check, name=name, tol=tol), got, want)
+    jax.tree.map(functools.partial(_check, name=name, atol=case.atol, rtol=case.rtol), got, want)

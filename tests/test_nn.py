@@ -1,9 +1,6 @@
 """rlx_jax.nn ops: forward and jax.grad through rlx_jax.jit on every available backend against
 the plain-JAX reference implementation; exactly one backward node per backward kind in the IR;
 second derivatives; vmap; float64 finite differences (x64)."""
-import dataclasses
-from typing import Callable
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,18 +10,16 @@ import rlx_jax
 from rlx_jax import nn
 from rlx_jax.nn import activations as A, attn, losses, norms
 
+from .cases import Case
 from .conftest import BACKENDS
 
 
-@dataclasses.dataclass(frozen=True)
-class NnCase:
-    name: str
-    fn: Callable            # uses rlx_jax.nn
-    ref: Callable           # plain jnp
-    args: Callable          # rng -> tuple of arrays
-    argnums: tuple          # differentiated arguments
-    backward: tuple         # backward kinds expected in the grad IR (one node each)
-    forward: str            # the forward kind expected in the IR
+def nn_case(name, fn, ref, args, argnums, backward, forward):
+    """`fn` (using rlx_jax.nn) against `ref` (plain jnp) on `args` (rng -> tuple of arrays),
+    differentiated in `argnums`; the IR holds the `forward` kind and, under jax.grad, one node of
+    each `backward` kind."""
+    return Case(name, fn=fn, args=args, ref=ref, argnums=argnums, backward=backward,
+                forward=forward)
 
 
 def fl(*shape, lo=-2.0, hi=2.0):
@@ -43,45 +38,45 @@ LABELS = lambda r: r.randint(0, 10, (2, 3)).astype(np.int32)  # noqa: E731
 COS, SIN = (np.asarray(t) for t in nn.rope_tables(5, 8))
 
 CASES = [
-    *[NnCase(fn, lambda x, fn=fn: nn.activation(x, fn), lambda x, fn=fn: A.FNS[fn](x),
+    *[nn_case(fn, lambda x, fn=fn: nn.activation(x, fn), lambda x, fn=fn: A.FNS[fn](x),
              mk(fl(*X)), (0,), ("ReluBackward" if fn == "relu" else "ActivationBackward",),
              "Activation") for fn in ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")],
-    NnCase("softmax", lambda x: nn.softmax(x, axis=1), lambda x: jax.nn.softmax(x, axis=1),
+    nn_case("softmax", lambda x: nn.softmax(x, axis=1), lambda x: jax.nn.softmax(x, axis=1),
            mk(fl(*X)), (0,), (), "Softmax"),
-    NnCase("layer_norm", nn.layer_norm, lambda x, g, b: norms.layer_norm_ref(x, g, b, eps=1e-5),
+    nn_case("layer_norm", nn.layer_norm, lambda x, g, b: norms.layer_norm_ref(x, g, b, eps=1e-5),
            mk(fl(*X), fl(D), fl(D)), (0, 1, 2), LN, "LayerNorm"),
-    NnCase("rms_norm", nn.rms_norm,
+    nn_case("rms_norm", nn.rms_norm,
            lambda x, g: norms.rms_norm_ref(x, g, eps=1e-6, has_beta=False),
            mk(fl(*X), fl(D)), (0, 1), RMS, "RmsNorm"),
-    NnCase("rms_norm_beta", nn.rms_norm,
+    nn_case("rms_norm_beta", nn.rms_norm,
            lambda x, g, b: norms.rms_norm_ref(x, g, b, eps=1e-6, has_beta=True),
            mk(fl(*X), fl(D), fl(D)), (0, 1, 2), RMS + ("RmsNormBackwardBeta",), "RmsNorm"),
-    NnCase("group_norm", lambda x, g, b: nn.group_norm(x, g, b, 4),
+    nn_case("group_norm", lambda x, g, b: nn.group_norm(x, g, b, 4),
            lambda x, g, b: norms.group_norm_ref(x, g, b, num_groups=4, eps=1e-5),
            mk(fl(2, 3, 3, 8), fl(D), fl(D)), (0, 1, 2),
            ("GroupNormBackwardInput", "GroupNormBackwardGamma", "GroupNormBackwardBeta"),
            "GroupNorm"),
-    NnCase("attention", lambda q, k, v: nn.attention(q, k, v, scale=0.5, causal=True),
+    nn_case("attention", lambda q, k, v: nn.attention(q, k, v, scale=0.5, causal=True),
            lambda q, k, v: attn.attention_ref(q, k, v, **ATT),
            mk(fl(2, 2, 5, 4), fl(2, 2, 5, 4), fl(2, 2, 5, 3)), (0, 1, 2),
            ("AttentionBackward",), "Attention"),
-    NnCase("attention_mask_bshd",
+    nn_case("attention_mask_bshd",
            lambda q, k, v, m: nn.attention(q, k, v, m, scale=0.5, layout="BSHD"),
            lambda q, k, v, m: attn.attention_ref(q, k, v, m, **dict(
                ATT, causal=False, layout="BSHD", mask_kind="additive")),
            mk(fl(2, 5, 2, 4), fl(2, 6, 2, 4), fl(2, 6, 2, 3), fl(2, 1, 5, 6)), (0, 1, 2),
            ("AttentionBackward",), "Attention"),
-    NnCase("rope", lambda x: nn.rope(x, COS, SIN), lambda x: attn.rope_ref(x, COS, SIN),
+    nn_case("rope", lambda x: nn.rope(x, COS, SIN), lambda x: attn.rope_ref(x, COS, SIN),
            mk(fl(2, 2, 5, 8)), (0,),
            ("RopeBackward",), "Rope"),
-    NnCase("softmax_cross_entropy", nn.softmax_cross_entropy_with_logits,
+    nn_case("softmax_cross_entropy", nn.softmax_cross_entropy_with_logits,
            lambda l, y: losses.sce_ref(l.reshape(6, 10), y.reshape(6)).reshape(2, 3),
            mk(fl(2, 3, 10), LABELS), (0,), ("SoftmaxCrossEntropyBackward",),
            "SoftmaxCrossEntropyWithLogits"),
-    NnCase("ada_layer_norm", nn.ada_layer_norm,
+    nn_case("ada_layer_norm", nn.ada_layer_norm,
            lambda x, s, c: norms.ada_layer_norm_ref(x, s, c, eps=1e-6),
            mk(fl(*X), fl(2, D), fl(2, D)), (0, 1, 2), ("AdaLayerNormBackward",), "AdaLayerNorm"),
-    NnCase("gated_residual", nn.gated_residual, norms.gated_residual_ref,
+    nn_case("gated_residual", nn.gated_residual, norms.gated_residual_ref,
            mk(fl(*X), fl(2, D), fl(*X)), (0, 1, 2), ("GatedResidualBackward",), "GatedResidual"),
 ]
 BY_NAME = {c.name: c for c in CASES}

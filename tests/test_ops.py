@@ -10,7 +10,7 @@ import rlx_jax
 from rlx_jax import errors
 
 from .conftest import BACKENDS
-from .divergences import DIVERGENCES
+from .divergences import divergence
 from .op_table import CASES
 
 
@@ -58,7 +58,7 @@ def check_case(case, backend, **options):
     """Runs `case` through rlx_jax.jit on `backend` (with backend `options`) and compares with
     JAX, honouring the backend's recorded divergence for the case."""
     args = case.args(np.random.RandomState(0))
-    div = DIVERGENCES.get(backend, {}).get(case.name)
+    div = divergence(case, backend)
     if div is not None and div.error:
         with pytest.raises(getattr(errors, div.error)):
             _run(case, backend, case.fn, args, **options)

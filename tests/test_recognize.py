@@ -63,6 +63,11 @@ PROGRAMS = {
 
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_recognised_then_decomposed_equals_jax(name):
+    """Given:  jax.grad of a conv / max-pool / gather / cumsum loss, as JAX emits it (transposed
+               convolutions, select_and_scatter_add, scatter-add into zeros, reversed cumsum)
+       Result: exactly the PROGRAMS[name] counts (e.g. Conv2dBackwardInput: 1,
+               Conv2dBackwardWeight: 1, Conv: 1), no SelectAndScatterAdd or ScatterAdd left;
+               decomposed and run on xla, equal to jax.grad"""
     fn, args, expected = PROGRAMS[name]
     graph = recognize(rlx_jax.trace(fn, *args))
     counts = graph.op_counts()
@@ -77,6 +82,8 @@ def test_recognised_then_decomposed_equals_jax(name):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", ["conv_s2_pad1", "maxpool", "embedding", "cumsum"])
 def test_recognised_gradients_on_every_backend(name, backend):
+    """Given:  four of the PROGRAMS, through rlx_jax.jit on each backend
+       Result: every expected kind is in the lowered IR; values equal jax.grad"""
     fn, args, expected = PROGRAMS[name]
     jitted = rlx_jax.jit(fn, backend=backend)
     assert all(k in jitted.lower(*args).graph.op_counts() for k in expected)
@@ -104,6 +111,9 @@ NOT_RECOGNISED = {
 
 @pytest.mark.parametrize("name", NOT_RECOGNISED)
 def test_inexact_patterns_do_not_fire(name):
+    """Given:  a program that resembles an autodiff pattern but is not one (min-pool transpose,
+               1-D conv, forward conv, scatter-add into ones, forward cumsum)
+       Result: recognize leaves the op counts unchanged"""
     fn, args = NOT_RECOGNISED[name]
     graph = rlx_jax.trace(fn, *args)
     assert recognize(graph).op_counts() == graph.op_counts()

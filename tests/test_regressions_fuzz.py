@@ -13,6 +13,8 @@ from jax import lax
 
 import rlx_jax
 
+from .divergences import skip_dtype
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -38,11 +40,6 @@ def _check(backend, f, *args, rtol=0.0):
     want = jax.jit(f)(*args)
     for opts in _runs(backend):
         _assert_same(rlx_jax.jit(f, backend=backend, **opts)(*args), want, rtol)
-
-
-def _skip_bf16(backend, dt):
-    if backend == "coreml" and dt == BF16:
-        pytest.skip("Core ML has no bfloat16 tensors")
 
 
 # ---- scatter max / min: a NaN in the operand or in any update wins
@@ -87,7 +84,7 @@ CUM_VALUES = {"nan": [3, np.nan, 1, np.inf, -np.inf, 2],
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("values", list(CUM_VALUES))
 def test_cumulative_nan_inf(backend, name, dtype, reverse, values):
-    _skip_bf16(backend, np.dtype(dtype))
+    skip_dtype(backend, dtype)
     x = np.array(CUM_VALUES[values]).astype(dtype)
     rtol = 1e-2 if np.dtype(dtype).itemsize == 2 else 1e-5
     _check(backend, lambda x: CUM[name](x, axis=0, reverse=reverse), x, rtol=rtol)
