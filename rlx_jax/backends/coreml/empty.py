@@ -20,8 +20,8 @@ from ...ir.graph import Builder
 from ...ir.interpret import where
 from ...ir.ops import OpKind as K
 from ...ir.rewrite import dce
-from .mil import _init_value
 from .rank import copy_node
+from .table import init_value
 
 
 class Known:
@@ -57,7 +57,7 @@ CONTRACTIONS = (K.DotGeneral, K.MatMul, K.Conv, K.Conv3d, K.ConvTranspose2d, K.C
                 K.Conv3dBackwardWeight)
 FOLDS = {  # kind -> fold(builder, node, new operands) for a non-empty result of empty operands
     K.Concat: _concat,
-    K.Reduce: lambda b, n, ins: _filled(b, n, _init_value(n.attrs["fn"], n.out.dtype)),
+    K.Reduce: lambda b, n, ins: _filled(b, n, init_value(n.attrs["fn"], n.out.dtype)),
     K.Pad: _pad,
     K.Scatter: lambda b, n, ins: (ins[0],),          # no updates: the operand
     K.ScatterAdd: lambda b, n, ins: (ins[0],),
