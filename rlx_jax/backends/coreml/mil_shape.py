@@ -1,5 +1,6 @@
 """Shape and data-movement MIL rules: Reshape, Transpose, Expand, Concat, Reverse, Slice,
-Narrow, Pad, DynamicSlice."""
+Narrow, Pad, DynamicSlice, DynamicUpdateSlice; and the edge and interior padding the window and
+convolution rules share (pad_edges, pad_interior)."""
 import numpy as np
 
 from ...ir.ops import OpKind as K
