@@ -2,12 +2,11 @@
 from . import errors
 from .api import Compiled, Jitted, Lowered, jit
 from .backends.base import available_backends
-from .backends.coreml.export import export_coreml
+from .export import export_coreml
 from .frontend.trace import trace
+from .version import __version__
 from . import nn  # noqa: E402
 from . import testing  # noqa: E402
-
-__version__ = "0.1.0"
 
 __all__ = ["jit", "trace", "available_backends", "export_coreml", "errors", "nn", "testing",
            "Jitted", "Lowered", "Compiled", "__version__"]

@@ -3,6 +3,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .api import jit
+
 # per dtype: (atol, rtol) against jax.grad, finite-difference step, (atol, rtol) against FD
 _DEFAULTS = {
     "float64": ((1e-9, 1e-7), 1e-5, (1e-7, 1e-5)),
@@ -36,7 +38,6 @@ def check_grads(f, args, *, backend, order=1, eps=None, atol=None, rtol=None, di
     both comparisons. Raises AssertionError naming the argument path (e.g. `args[0]['w']`), the
     check and the max error; returns None when every check passes.
     """
-    import rlx_jax
     args = tuple(args)
     with_paths, tree = jax.tree_util.tree_flatten_with_path(args)
     leaves = [jnp.asarray(x) for _, x in with_paths]
@@ -75,7 +76,7 @@ def check_grads(f, args, *, backend, order=1, eps=None, atol=None, rtol=None, di
 
     def check(label, fn, vals):
         grad = jax.grad(fn, argnums=tuple(diff))
-        got = rlx_jax.jit(grad, backend=backend)(*vals)
+        got = jit(grad, backend=backend)(*vals)
         want = jax.jit(grad)(*vals)
         for i, g, w in zip(diff, got, want):
             g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)

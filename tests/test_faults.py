@@ -106,10 +106,10 @@ def _locks():
 def _sound(cache):
     """Nothing half-written under `cache`: every MLX library whole, every Core ML entry whole,
     no staging dirs."""
-    from rlx_jax.backends.mlx.kernel_cache import _bad
+    from rlx_jax.backends.mlx.kernel_cache import is_bad_library
     from rlx_jax.backends.coreml.package_cache import problem
     libs = list(cache.glob("mlx/*/cpu/lib*.so"))
-    assert not [p for p in libs if _bad(str(p))]
+    assert not [p for p in libs if is_bad_library(str(p))]
     assert not list(cache.glob("mlx/*/cpu/tmp_*"))
     entries = list(cache.glob("coreml/*/*.mlpackage"))
     assert not [(p, problem(str(p))) for p in entries if problem(str(p))]

@@ -1,7 +1,22 @@
-"""Backends: the registry lives in base.py; `supports` is the device probe (probe.py)."""
+"""Backends. Each backend package registers itself (base.register_backend) when imported, and
+this package imports them all: `xla` (the reference), `mlx` and `coreml`. base.py holds the
+registry (all_backends, available_backends, get_backend) and what legalization keeps
+(kept_kinds); probe.py is the device probe behind `supports`."""
+from . import xla  # noqa: F401
+try:
+    from . import mlx  # noqa: F401
+except ImportError:
+    pass
+try:
+    from . import coreml  # noqa: F401
+except ImportError:
+    pass
+from .base import all_backends
 
 
 def supports(backend, graph):
     """True when `backend` (a name or a backend) can run `graph`, natively or by decomposition."""
+    if isinstance(backend, str):
+        backend = all_backends()[backend]
     from .probe import supports as probe
     return probe(backend, graph)

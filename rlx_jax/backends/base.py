@@ -3,6 +3,9 @@
 A backend has a `name`, `available()` (can it run here), its claim tables (`claims`: the
 SUPPORTED_OPS / NATIVE_BACKWARD_OPS sets) and `lower(graph, **options) -> Executable`, where an
 Executable is a callable taking one array per graph input and returning a list of outputs.
+
+Backends register themselves when their package is imported; the `rlx_jax.backends` package
+imports every one of them, so the registry is complete as soon as this module is importable.
 """
 from ..errors import BackendUnavailableError, BadArgumentError
 
@@ -17,20 +20,8 @@ def register_backend(backend):
     return backend
 
 
-def _load_all():
-    from . import xla  # noqa: F401
-    try:
-        from . import mlx  # noqa: F401
-    except ImportError:
-        pass
-    try:
-        from . import coreml  # noqa: F401
-    except ImportError:
-        pass
-
-
 def all_backends():
-    _load_all()
+    """{name: backend} of every registered backend (available here or not)."""
     return dict(_BACKENDS)
 
 

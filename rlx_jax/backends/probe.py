@@ -9,21 +9,19 @@ from ..passes.legalize import BOUNDARY, legalize
 
 
 def probe_kinds(backend):
-    """Every kind the probe accepts for `backend` (an object or a registered name)."""
-    from .base import all_backends
-    if isinstance(backend, str):
-        backend = all_backends()[backend]
+    """Every kind the probe accepts for `backend` (a backend object)."""
     return (frozenset(backend.SUPPORTED_OPS) | frozenset(backend.NATIVE_BACKWARD_OPS)
             | frozenset(backend.BACKWARD_OPS))
 
 
 def supports(backend, graph):
-    """True when `backend` (name or object) can run `graph`, natively or by decomposition."""
+    """True when `backend` (a backend object; `rlx_jax.backends.supports` also takes a name) can
+    run `graph`, natively or by decomposition."""
     kinds = probe_kinds(backend)
     if graph.kinds() <= kinds | BOUNDARY:
         return True
     try:
-        legalize(graph, kinds, backend=getattr(backend, "name", backend))
+        legalize(graph, kinds, backend=backend.name)
     except LegalizationError:
         return False
     return True

@@ -1,9 +1,8 @@
 """Core ML backend: IR -> MIL program -> .mlpackage, run by Core ML (macOS) or the MIL
-reference executor (elsewhere)."""
+reference executor (elsewhere). `rlx_jax.export_coreml` (rlx_jax/export.py) saves the package."""
 from ..base import register_backend
 from .backend import CoremlBackend
-from .export import export_coreml
 
 COREML = register_backend(CoremlBackend())
 
-__all__ = ["COREML", "CoremlBackend", "export_coreml"]
+__all__ = ["COREML", "CoremlBackend"]

@@ -16,27 +16,14 @@ Given / Result (f(x: f32[0,3], y: f32[2,3]) = (sum(x), concat([x, y]), x * 2)):
 import numpy as np
 
 from ...errors import LoweringError
-from ...ir.graph import Builder
 from ...ir.interpret import where
 from ...ir.ops import OpKind as K
-from ...ir.rewrite import dce
-from .mil import _init_value
-from .rank import copy_node
+from ...ir.rewrite import copy_node, dce, rewrite
+from .table import init_value
 
 
-class Known:
-    """A value every element of which is known while lowering: here, an empty array."""
-
-    def __init__(self, value):
-        self.shape, self.dtype = value.shape, value.dtype
-
-
-def _live(ins):
-    return [x for x in ins if not isinstance(x, Known)]
-
-
-def _concat(b, node, ins):
-    live = _live(ins)
+def _concat(b, node, ins, empty):
+    live = [x for x, e in zip(ins, empty) if not e]
     return (live[0],) if len(live) == 1 else copy_node(b, node, live)
 
 
@@ -45,9 +32,9 @@ def _filled(b, node, value):
     return (b.const(np.full(out.shape, value, out.dtype)),)
 
 
-def _pad(b, node, ins):
+def _pad(b, node, ins, empty):
     v, out = ins[1], node.out
-    if isinstance(v, Known) or v.node.kind is not K.Constant:
+    if empty[1] or v.node.kind is not K.Constant:
         return (b.expand(v, out.shape, ()),)
     return _filled(b, node, np.asarray(v.node.attrs["value"]))
 
@@ -55,18 +42,18 @@ def _pad(b, node, ins):
 CONTRACTIONS = (K.DotGeneral, K.MatMul, K.Conv, K.Conv3d, K.ConvTranspose2d, K.ConvTranspose3d,
                 K.Conv2dBackwardInput, K.Conv2dBackwardWeight, K.Conv3dBackwardInput,
                 K.Conv3dBackwardWeight)
-FOLDS = {  # kind -> fold(builder, node, new operands) for a non-empty result of empty operands
-    K.Concat: _concat,
-    K.Reduce: lambda b, n, ins: _filled(b, n, _init_value(n.attrs["fn"], n.out.dtype)),
+FOLDS = {  # kind -> fold(builder, node, new operands, which operands are empty) for a non-empty
+    K.Concat: _concat,     # result of empty operands
+    K.Reduce: lambda b, n, ins, empty: _filled(b, n, init_value(n.attrs["fn"], n.out.dtype)),
     K.Pad: _pad,
-    K.Scatter: lambda b, n, ins: (ins[0],),          # no updates: the operand
-    K.ScatterAdd: lambda b, n, ins: (ins[0],),
-    K.DynamicUpdateSlice: lambda b, n, ins: (ins[0],),
-    **{k: lambda b, n, ins: _filled(b, n, 0) for k in CONTRACTIONS},
+    K.Scatter: lambda b, n, ins, empty: (ins[0],),          # no updates: the operand
+    K.ScatterAdd: lambda b, n, ins, empty: (ins[0],),
+    K.DynamicUpdateSlice: lambda b, n, ins, empty: (ins[0],),
+    **{k: lambda b, n, ins, empty: _filled(b, n, 0) for k in CONTRACTIONS},
 }
 
 
-def _refuse(node):
+def _refuse(b, node, ins, empty):
     raise LoweringError(
         f"Core ML cannot run {node.kind.name} on a zero-size operand with a non-empty result "
         f"(Core ML has no empty tensors and rlx_jax knows no constant for this result)\n"
@@ -124,37 +111,33 @@ def fold_empty(graph, constants_on_host=True):
     if not any(0 in v.shape for n in graph.nodes for v in n.outputs):
         return Folded(graph, list(range(len(graph.inputs))), list(range(len(graph.outputs))),
                       graph)
-    b, env, kept = Builder(graph.like()), {}, []
-    for n in graph.nodes:
-        if n.kind is K.Input:
-            if n.out.size:
-                kept.append(n.attrs["index"])
-                env[n.out.id] = b.input(n.out.shape, n.out.dtype)
-            else:
-                env[n.out.id] = Known(n.out)
-            continue
-        ins = [env[v.id] for v in n.inputs]
-        if all(o.size == 0 for o in n.outputs):
-            outs = [Known(o) for o in n.outputs]
-        elif any(isinstance(x, Known) for x in ins):
-            b.src = n.src
-            outs = FOLDS.get(n.kind, lambda b, n, ins: _refuse(n))(b, n, ins)
-        else:
-            outs = copy_node(b, n, ins)
-        for o, new in zip(n.outputs, outs):
-            env[o.id] = new
+    # the values known statically (every element of an empty array is): the empty inputs and
+    # the results of nodes whose results are all empty. Such nodes are copied, then dropped with
+    # the empty inputs: no model output and no node left reads them.
+    known = {v.id for v in graph.inputs if v.size == 0}
+
+    def fold(b, node, ins):
+        if all(o.size == 0 for o in node.outputs):
+            known.update(o.id for o in node.outputs)
+            return None
+        empty = [v.id in known for v in node.inputs]
+        return FOLDS.get(node.kind, _refuse)(b, node, ins, empty) if any(empty) else None
+    g, _ = rewrite(graph, fold, "fold_empty")
+    kept = [v.node.attrs["index"] for v in graph.inputs if v.id not in known]
     results, model_outs = [], []
-    for v in graph.outputs:
-        x = env[v.id]
-        if isinstance(x, Known):
+    for v, x in zip(graph.outputs, g.outputs):
+        if v.id in known:
             results.append(np.zeros(v.shape, v.dtype))
         elif constants_on_host and x.node.kind is K.Constant:
             results.append(np.asarray(x.node.attrs["value"]).astype(v.dtype).reshape(v.shape))
         else:
             results.append(len(model_outs))
             model_outs.append(x)
-    g = b.graph
     g.outputs = model_outs
+    g.nodes = [n for n in g.nodes if n.kind is not K.Input or n.out.size]
+    g.inputs = [v for v in g.inputs if v.size]
+    for i, v in enumerate(g.inputs):
+        v.node.attrs["index"] = i
     if graph.input_names is not None:
         g.input_names = [graph.input_names[i] for i in kept]
     if graph.output_names is not None:

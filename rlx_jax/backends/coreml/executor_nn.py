@@ -1,9 +1,10 @@
 """MIL reference executor: exact NumPy versions of the MIL ops the native nn kernels use that
-coremltools cannot evaluate (`one_hot`, `conv_transpose`), registered in executor.OVERRIDES."""
+coremltools cannot evaluate (`one_hot`, `conv_transpose`), registered in
+executor_ops.OVERRIDES."""
 import numpy as np
 
 from ...errors import LoweringError
-from .executor import override
+from .executor_ops import override
 
 
 @override("one_hot")

@@ -1,52 +1,20 @@
 """IR -> MIL: MIL_RULES (OpKind -> rule) run through the one interpreter loop inside a MIL
 Function, giving a coremltools MIL Program.
 
-A rule is `rule(ctx, node, *operands) -> mil Var | tuple`; operands are MIL Vars. The families
-live in mil_elementwise.py, mil_shape.py, mil_reduce.py, mil_index.py and mil_conv.py. JAX
-semantics are those of backends/xla/rules.py.
+A rule is `rule(ctx, node, *operands) -> mil Var | tuple`; operands are MIL Vars. The table and
+what the rules share (MilCtx, refuse, INIT_VALUES) are in table.py; the families live in
+mil_elementwise.py, mil_shape.py, mil_reduce.py, mil_index.py, mil_conv.py and, for the
+high-level and backward kinds, mil_nn.py (normalizations and the
+small DiT ops), mil_nn_attn.py (attention, rope, softmax
+cross-entropy) and mil_nn_conv.py (pooling and convolution gradients). JAX semantics are those
+of rlx_jax/ir/reference.py.
 """
-import numpy as np
-
 from ...errors import LoweringError
-from ...ir.interpret import interpret, rule_table
+from ...ir.interpret import interpret
 from . import legality
+from .table import MIL_RULES, MilCtx
 
-MIL_RULES, mil_rule = rule_table("MIL_RULES")
-
-
-class MilCtx:
-    """What rules need: the MIL builder, the opset, and small helpers for constants."""
-
-    def __init__(self, mb, opset):
-        self.mb = mb
-        self.opset = opset
-
-    def const(self, value, dtype=None):
-        """A MIL const of exactly `dtype` (numpy); Python ints become int32."""
-        arr = np.asarray(value, dtype=dtype)
-        if arr.dtype == np.int64:
-            arr = arr.astype(np.int32)
-        elif arr.dtype == np.float64:
-            arr = arr.astype(np.float32)
-        return self.mb.const(val=arr)
-
-    def scalar(self, value, like_dtype):
-        return self.const(np.asarray(value, dtype=legality.mil_np_dtype(like_dtype)))
-
-    def np_dtype(self, var):
-        from coremltools.converters.mil.mil import types
-        return np.dtype(types.nptype_from_builtin(var.dtype))
-
-    def like(self, value, var):
-        """A scalar const of `var`'s dtype."""
-        return self.mb.const(val=np.asarray(value, dtype=self.np_dtype(var)))
-
-    def ints(self, xs):
-        return np.asarray(list(xs), dtype=np.int32)
-
-
-def refuse(node, what, todo="use backend='xla' or 'mlx' for this op"):
-    raise LoweringError(f"Core ML cannot express {node.kind.name}: {what}; {todo}")
+__all__ = ["MIL_RULES", "MilProgram", "load_families", "sanitize", "io_names", "build_program"]
 
 
 class MilProgram:
@@ -69,24 +37,8 @@ class MilProgram:
         return str(self.program)
 
 
-def _init_value(fn, dtype):
-    """The identity of reduction `fn` in `dtype`: the value of a reduction over nothing, and
-    the padding of windowed reductions."""
-    if fn in ("sum", "or", "xor"):
-        return np.zeros((), dtype)
-    if fn == "prod":
-        return np.ones((), dtype)
-    if fn == "and":                   # all bits set: True, -1, or the unsigned maximum
-        return np.invert(np.zeros((), dtype))
-    if dtype == np.bool_:
-        return np.asarray(fn == "min")
-    if dtype.kind == "f":
-        return np.asarray(-np.inf if fn == "max" else np.inf, dtype)
-    info = np.iinfo(dtype)
-    return np.asarray(info.min if fn == "max" else info.max, dtype)
-
-
 def load_families():
+    """Imports every rule family, filling MIL_RULES."""
     from . import mil_conv, mil_elementwise, mil_index, mil_reduce, mil_shape  # noqa: F401
     from . import mil_nn, mil_nn_attn, mil_nn_conv  # noqa: F401
 

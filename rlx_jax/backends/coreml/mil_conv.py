@@ -13,8 +13,8 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from .legality import MAX_RANK, mil_np_dtype
-from .mil import _init_value, mil_rule, refuse
-from .mil_shape import _grow, _interior, reshape, slice_
+from .mil_shape import pad_edges, pad_interior, reshape, slice_
+from .table import init_value, mil_rule, refuse
 
 
 def _edges(ctx, x, shape, pads, value, dtype, axes):
@@ -31,17 +31,17 @@ def _edges(ctx, x, shape, pads, value, dtype, axes):
 
 
 def _dilate(ctx, x, shape, axes, factors, value, dtype):
-    """Zero-interleaving (or `value`-interleaving) by `factors` along `axes`. _interior adds
+    """Zero-interleaving (or `value`-interleaving) by `factors` along `axes`. pad_interior adds
     an axis next to the dilated one, so at full rank the axes before and after it are merged
     first (the step stays at rank 4) and split again after."""
     for a, f in zip(axes, factors):
         if f > 1 and shape[a] > 1:
             if len(shape) < MAX_RANK:
-                x, shape = _interior(ctx, x, shape, a, f - 1, value, dtype)
+                x, shape = pad_interior(ctx, x, shape, a, f - 1, value, dtype)
                 continue
             pre, post = int(np.prod(shape[:a])), int(np.prod(shape[a + 1:]))
-            y, (_, n, _) = _interior(ctx, reshape(ctx, x, (pre, shape[a], post)),
-                                     (pre, shape[a], post), 1, f - 1, value, dtype)
+            y, (_, n, _) = pad_interior(ctx, reshape(ctx, x, (pre, shape[a], post)),
+                                         (pre, shape[a], post), 1, f - 1, value, dtype)
             shape = shape[:a] + (n,) + shape[a + 1:]
             x = reshape(ctx, y, shape)
     return x, shape
@@ -152,12 +152,12 @@ def _pool(ctx, node, x):
     fn, dtype = a["fn"], mil_np_dtype(node.inputs[0].dtype)
     if dtype == np.bool_:
         refuse(node, "windowed reduction of bool", "cast to int32 first")
-    init = _init_value(fn, dtype)
+    init = init_value(fn, dtype)
     shape = tuple(node.inputs[0].shape)
     axes = tuple(range(len(shape)))
     x, shape = _dilate(ctx, x, shape, axes, a["base_dilation"], init, dtype)
     x, shape, pads = _edges(ctx, x, shape, a["padding"], init, dtype, axes)
-    x, shape = _grow(ctx, x, shape, pads, init, dtype)
+    x, shape = pad_edges(ctx, x, shape, pads, init, dtype)
     acc = None
     for _, part in _windows(ctx, x, node.out.shape, a):
         acc = part if acc is None else getattr(ctx.mb, COMBINE[fn])(x=acc, y=part)
@@ -180,7 +180,7 @@ def _select_and_scatter_add(ctx, node, source, operand):
     x, pshape = operand, shape
     if any(lo < 0 or hi < 0 for lo, hi in a["padding"]):
         refuse(node, "negative padding")
-    x, pshape = _grow(ctx, x, pshape, a["padding"], _init_value(fn, dtype), dtype)
+    x, pshape = pad_edges(ctx, x, pshape, a["padding"], init_value(fn, dtype), dtype)
     parts = list(_windows(ctx, x, out, a))
     best = parts[0][1]
     for _, p in parts[1:]:
@@ -196,7 +196,7 @@ def _select_and_scatter_add(ctx, node, source, operand):
         cur = out
         for ax, st in enumerate(a["window_strides"]):
             if st > 1 and cur[ax] > 1:
-                share, cur = _interior(ctx, share, cur, ax, st - 1, np.zeros((), dtype), dtype)
+                share, cur = pad_interior(ctx, share, cur, ax, st - 1, np.zeros((), dtype), dtype)
         pads = [(s, p_ - s - c) for s, p_, c in zip(start, pshape, cur)]
         share = mb.pad(x=share, pad=ctx.ints([v for pr in pads for v in pr]), mode="constant",
                        constant_val=np.zeros((), dtype))

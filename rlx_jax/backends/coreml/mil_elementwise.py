@@ -6,7 +6,7 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from .legality import I32, mil_np_dtype
-from .mil import mil_rule, refuse
+from .table import mil_rule, refuse
 
 MIL_DTYPE = {"float32": "fp32", "float16": "fp16", "int32": "int32", "bool": "bool"}
 

@@ -9,8 +9,8 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from .legality import mil_np_dtype
-from .mil import mil_rule, refuse
 from .mil_shape import reshape, slice_
+from .table import mil_rule
 
 SCATTER_MODE = {"replace": "update", "add": "add", "mul": "mul", "min": "min", "max": "max"}
 

@@ -12,7 +12,7 @@ takes the epsilon itself. Op counts (MIL ops, constants excluded):
   AdaLayerNorm 6             AdaLayerNormBackward 19   GatedResidual 3  GatedResidualBackward 4
 """
 from ...ir.ops import OpKind as K
-from .mil import mil_rule
+from .table import mil_rule
 
 
 # ---- shared pieces ----

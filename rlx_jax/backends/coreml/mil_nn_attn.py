@@ -14,7 +14,7 @@ backward 5, whatever the class count (a decomposition by class columns is O(C) n
 import numpy as np
 
 from ...ir.ops import OpKind as K
-from .mil import mil_rule
+from .table import mil_rule
 
 SDPA_FIRST_OPSET = 9            # ct.target.iOS18 / macOS15
 

@@ -13,8 +13,8 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from ...passes.decompose.autodiff import pool_is_tiling
-from .mil import mil_rule, refuse
-from .mil_shape import slice_
+from .mil_shape import pad_interior, slice_
+from .table import mil_rule, refuse
 
 MAX_RANK = 5
 
@@ -122,7 +122,6 @@ def _conv_backward_input(ctx, node, dy, w):
     """Constant weights: MIL conv_transpose (the adjoint of conv), the forward padding cut from
     its output. Run-time weights: a stride-1 conv of dy (zero-interleaved by the stride) with the
     kernel flipped and its in/out channels swapped. Input rows no window read get zeros."""
-    from .mil_shape import _interior
     if not conv_input_backward_fits(node):
         refuse(node, "input dilation, batch groups, or kernel dilation with a run-time kernel",
                "legalize with the backend's claims (kept_kinds), which decompose this node")
@@ -151,7 +150,7 @@ def _conv_backward_input(ctx, node, dy, w):
     dtype = ctx.np_dtype(dy_n)
     for r, s in enumerate(a["window_strides"]):
         if s > 1 and shape[2 + r] > 1:
-            dy_n, shape = _interior(ctx, dy_n, shape, 2 + r, s - 1, 0, dtype)
+            dy_n, shape = pad_interior(ctx, dy_n, shape, 2 + r, s - 1, 0, dtype)
     pads = []
     for r, ((n, ho, kk), (lo, hi)) in enumerate(zip(sizes, a["padding"])):
         pl = kk - 1 - lo

@@ -2,8 +2,8 @@
 import numpy as np
 
 from ...ir.ops import OpKind as K
-from .mil import mil_rule, refuse
 from .mil_shape import reshape
+from .table import mil_rule, refuse
 
 
 def _cast_to(ctx, x, dtype):

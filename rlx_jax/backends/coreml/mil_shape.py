@@ -1,10 +1,11 @@
 """Shape and data-movement MIL rules: Reshape, Transpose, Expand, Concat, Reverse, Slice,
-Narrow, Pad, DynamicSlice."""
+Narrow, Pad, DynamicSlice, DynamicUpdateSlice; and the edge and interior padding the window and
+convolution rules share (pad_edges, pad_interior)."""
 import numpy as np
 
 from ...ir.ops import OpKind as K
 from .legality import mil_np_dtype
-from .mil import mil_rule
+from .table import mil_rule
 
 
 def reshape(ctx, x, shape):
@@ -65,8 +66,9 @@ def _fill(ctx, shape, value, dtype):
     return ctx.const(np.full(shape, value, dtype=dtype))
 
 
-def _grow(ctx, x, shape, pads, value, dtype):
-    """Positive edge padding with `value` (any dtype) as concatenated constant blocks."""
+def pad_edges(ctx, x, shape, pads, value, dtype):
+    """Positive edge padding of `x` (of `shape`) by `pads` ((lo, hi) per axis) with `value` (any
+    dtype) as concatenated constant blocks; returns (the padded var, its shape)."""
     for ax, (lo, hi) in enumerate(pads):
         parts = [x]
         if lo:
@@ -79,8 +81,9 @@ def _grow(ctx, x, shape, pads, value, dtype):
     return x, shape
 
 
-def _interior(ctx, x, shape, axis, k, value, dtype):
-    """Inserts k copies of `value` between neighbours along `axis`."""
+def pad_interior(ctx, x, shape, axis, k, value, dtype):
+    """Inserts k copies of `value` between neighbours of `x` (of `shape`) along `axis` (interior
+    padding, lhs dilation); returns (the padded var, its shape)."""
     n = shape[axis]
     wide = list(shape[:axis + 1]) + [1] + list(shape[axis + 1:])
     x = reshape(ctx, x, wide)
@@ -131,7 +134,7 @@ def _pad_const(ctx, node, x, value, dtype):
     config = node.attrs["config"]
     for ax, (lo, hi, k) in enumerate(config):
         if k > 0 and shape[ax] > 1:
-            x, shape = _interior(ctx, x, shape, ax, k, value, dtype)
+            x, shape = pad_interior(ctx, x, shape, ax, k, value, dtype)
     grow = [(max(lo, 0), max(hi, 0)) for lo, hi, _ in config]
     if any(lo or hi for lo, hi in grow):
         if dtype.kind == "f":
@@ -139,7 +142,7 @@ def _pad_const(ctx, node, x, value, dtype):
             x = ctx.mb.pad(x=x, pad=pads, mode="constant", constant_val=value)
             shape = tuple(d + lo + hi for d, (lo, hi) in zip(shape, grow))
         else:
-            x, shape = _grow(ctx, x, shape, grow, value, dtype)
+            x, shape = pad_edges(ctx, x, shape, grow, value, dtype)
     start = [max(-lo, 0) for lo, _, _ in config]
     limit = [d - max(-hi, 0) for d, (_, hi, _) in zip(shape, config)]
     if any(start) or list(limit) != list(shape):

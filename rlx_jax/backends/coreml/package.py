@@ -17,6 +17,7 @@ import numpy as np
 
 from ...errors import BadArgumentError
 from ...ir.ops import OpKind as K
+from ...version import __version__
 from . import package_cache
 
 OPTIONS = ("minimum_deployment_target", "compute_precision", "compute_units", "optimize",
@@ -111,7 +112,6 @@ _CODE = []
 def graph_hash(graph, options):
     import coremltools as ct
 
-    from ... import __version__
     h = hashlib.sha256()
     h.update(graph.as_text().encode())
     for v in graph.inputs + graph.outputs:
@@ -181,7 +181,6 @@ def convert(mil_program, options, timings=None):
 
 
 def describe(model, graph, options):
-    from ... import __version__
     model.short_description = f"rlx_jax {graph.name}"
     model.user_defined_metadata["rlx_jax.version"] = __version__
     model.user_defined_metadata["rlx_jax.function"] = str(options.source or graph.name)

@@ -19,20 +19,9 @@ Given / Result (the kernel of a 2-group 3-D conv's input gradient):
 """
 import numpy as np
 
-from ...ir.graph import Builder, Node, Value
 from ...ir.ops import OpKind as K
-from ...ir.rewrite import dce
+from ...ir.rewrite import dce, rewrite
 from .legality import MAX_RANK
-
-
-def copy_node(b, node, inputs):
-    """Appends a copy of `node` on new `inputs` to the builder's graph; returns its outputs."""
-    new = Node(node.kind, inputs, node.attrs, node.src)
-    new.outputs = tuple(Value(o.shape, o.dtype, new, i) for i, o in enumerate(node.outputs))
-    b.graph.nodes.append(new)
-    if node.kind is K.Input:
-        b.graph.inputs.append(new.outputs[0])
-    return new.outputs
 
 
 def _groups(big, small):
@@ -177,25 +166,19 @@ def _lower_transposes(graph):
     [O/g, g·I, D, H, W]; the spatial axes move together). The reshapes around each such
     transpose compose with the ones JAX put there, so no value above rank 5 is left; a
     transpose that merges to no rank <= 5 is left alone (legality then names it)."""
-    todo = {id(n) for n in graph.nodes if n.kind is K.Transpose and n.out.ndim > MAX_RANK
+    todo = {n.out.id for n in graph.nodes if n.kind is K.Transpose and n.out.ndim > MAX_RANK
             and len(_merged(n.inputs[0].shape, n.attrs["perm"])[0]) <= MAX_RANK}
     if not todo:
         return graph
-    b, env = Builder(graph.like()), {}
-    for n in graph.nodes:
-        b.src = n.src
-        ins = [env[v.id] for v in n.inputs]
-        if id(n) in todo:
+
+    def lower(b, n, ins):
+        if n.kind is K.Transpose and n.out.id in todo:
             sizes, perm = _merged(n.inputs[0].shape, n.attrs["perm"])
-            outs = (_reshape(b, b.transpose(_reshape(b, ins[0], sizes), perm), n.out.shape),)
-        elif n.kind is K.Reshape and ins[0].ndim > MAX_RANK:
-            outs = (_reshape(b, ins[0], n.out.shape),)
-        else:
-            outs = copy_node(b, n, ins)
-        for o, new in zip(n.outputs, outs):
-            env[o.id] = new
-    b.graph.outputs = [env[v.id] for v in graph.outputs]
-    return dce(b.graph).verify()
+            return _reshape(b, b.transpose(_reshape(b, ins[0], sizes), perm), n.out.shape)
+        if n.kind is K.Reshape and ins[0].ndim > MAX_RANK:
+            return _reshape(b, ins[0], n.out.shape)
+        return None
+    return dce(rewrite(graph, lower, "lower_rank")[0]).verify()
 
 
 def lower_rank(graph):
@@ -207,27 +190,22 @@ def lower_rank(graph):
     pairs = _pairs(graph)
     if not pairs:
         return graph
-    b = Builder(graph.like())
-    env, held = {}, {}                   # held: middle id -> (producer, its new operand)
-    for n in graph.nodes:
-        if len(n.outputs) == 1 and n.out.id in pairs:
-            held[n.out.id] = (n, env[n.inputs[0].id])
-            continue
-        out = None
-        if n.inputs and n.inputs[0].id in held:
-            prod, x = held[n.inputs[0].id]
-            b.src = n.src
-            out = (_broadcast_merge(b, x, prod, n.out.shape) if n.kind is K.Reshape
-                   else _split_reduce(b, x, prod, n))
+    bypassed = set()                     # new middle values the rewritten users no longer read
+
+    def pair(b, n, ins):
+        if not n.inputs or (len(n.outputs) == 1 and n.out.id in pairs):
+            return None
+        prod = pairs.get(n.inputs[0].id)
+        if prod is None:
+            return None
+        x = b.value_of(prod.inputs[0])
+        out = (_broadcast_merge(b, x, prod, n.out.shape) if n.kind is K.Reshape
+               else _split_reduce(b, x, prod, n))
         if out is not None:
-            outs = (out,)
-        else:
-            for v in n.inputs:           # not of the form: the middle value is kept
-                if v.id in held and v.id not in env:
-                    prod, x = held[v.id]
-                    env[v.id] = copy_node(b, prod, (x,))[0]
-            outs = copy_node(b, n, [env[v.id] for v in n.inputs])
-        for o, new in zip(n.outputs, outs):
-            env[o.id] = new
-    b.graph.outputs = [env[v.id] for v in graph.outputs]
-    return b.graph.verify()
+            bypassed.add(ins[0].id)
+        return out                       # None: not of the form, the middle value is kept
+    g, _ = rewrite(graph, pair, "lower_rank")
+    read = {v.id for n in g.nodes for v in n.inputs} | {v.id for v in g.outputs}
+    g.nodes = [n for n in g.nodes
+               if len(n.outputs) != 1 or n.out.id not in bypassed or n.out.id in read]
+    return g.verify()

@@ -1,6 +1,6 @@
 """OpKinds the MLX backend claims for legalization (the source of the coverage tables).
 
-Only kinds with a rule in MLX_RULES (lower.py and the rules_* families) are listed; a test
+Only kinds with a rule in MLX_RULES (table.py, filled by the rules_* families) are listed; a test
 asserts that claims and rules agree both ways. `Input` is bound by the interpreter itself.
 """
 from ...ir.ops import OpKind as K

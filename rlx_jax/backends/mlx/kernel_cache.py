@@ -61,8 +61,9 @@ def _elf_complete(path):
     return phoff + phent * phnum <= size and shoff + shent * shnum <= size
 
 
-def _bad(path):
-    """A library MLX must not load: empty, or (on Linux, where they are ELF) incomplete."""
+def is_bad_library(path):
+    """True for a kernel library MLX must not load: empty, or (on Linux, where they are ELF)
+    incomplete."""
     try:
         if os.path.getsize(path) == 0:
             return True
@@ -87,7 +88,7 @@ def _sweep_dir(cpu):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(entry.path)
             leftovers += 1
-        elif entry.name.endswith(".so") and _bad(entry.path):
+        elif entry.name.endswith(".so") and is_bad_library(entry.path):
             _remove(entry.path, "incomplete: cut short")
     if leftovers:
         logging.warning("rlx_jax mlx backend: removed %d leftover file(s) of kernel builds that "

@@ -1,5 +1,6 @@
 """IR Graph -> a Python function over mx arrays (the interpreter loop over MLX_RULES), wrapped
-by the runtime in `mx.compile`. MLX_RULES holds one rule per claimed OpKind, by family."""
+by the runtime in `mx.compile`. MLX_RULES (table.py) holds one rule per claimed OpKind, filled by
+the rules_* families imported here."""
 import io
 import re
 
@@ -9,15 +10,10 @@ import numpy as np
 from ...errors import LoweringError
 from ...ir.interpret import interpret, where
 from ...ir.ops import OpKind
-from . import rules_conv, rules_elementwise, rules_index, rules_reduce, rules_shape  # noqa: F401
+from . import rules_conv, rules_elementwise, rules_index, rules_nn, rules_reduce  # noqa: F401
+from . import rules_shape  # noqa: F401
 from .runtime import NP_TO_MX, MlxExecutable, to_mx_dtype
 from .table import MLX_RULES
-
-try:
-    from . import rules_nn  # noqa: F401
-except ImportError as _e:   # pragma: no cover - only while the module is being written
-    if "rules_nn" not in str(_e):
-        raise
 
 
 SMALL_CONSTANT = 16

@@ -12,20 +12,20 @@ from jax import lax
 
 from ...errors import LoweringError
 from ...ir.ops import OpKind as K
-from .rules_reduce import _batched_matmul
 from .rules_shape import pad
-from .table import FLOATS, highest, index_dtype, lowest, mlx_rule, out_dtype, scalar
+from .table import (FLOATS, batched_matmul, highest, index_dtype, lowest, mlx_rule, out_dtype,
+                    scalar)
 
 
 @mlx_rule(K.Conv)
-def _conv(ctx, node, x, w, patches=False):
-    """Results known statically never reach MLX's conv, which divides by the input feature count
-    (none: SIGFPE), hands BLAS an empty weight matrix (no output features: the reference BLAS
-    exits) and sizes an output with no room for a window by truncating division (a row of
-    garbage). An empty result is empty; an empty contraction (no input features, windows over
-    padding only) is zeros. The result is checked against the IR's shape. `patches=True` takes
-    the patches form (explicit padding and dilation, then a contraction) even where MLX's conv
-    would do."""
+def convolve(ctx, node, x, w, patches=False):
+    """The Conv rule; the convolution backward rules (rules_nn.py) differentiate it. Results known
+    statically never reach MLX's conv, which divides by the input feature count (none: SIGFPE),
+    hands BLAS an empty weight matrix (no output features: the reference BLAS exits) and sizes an
+    output with no room for a window by truncating division (a row of garbage). An empty result
+    is empty; an empty contraction (no input features, windows over padding only) is zeros. The
+    result is checked against the IR's shape. `patches=True` takes the patches form (explicit
+    padding and dilation, then a contraction) even where MLX's conv would do."""
     a = node.attrs
     lhs_spec, rhs_spec, out_spec = a["dimension_numbers"]
     nsp = len(lhs_spec) - 2
@@ -119,7 +119,7 @@ def _conv_by_patches(x, w, strides, padding, lhs_dil, rhs_dil, groups, dt):
     for g in range(groups):
         lhs = patches[:, :, g, :].reshape(1, n * p, -1)
         rhs = mx.transpose(wg[g].reshape(og, -1), (1, 0))[None]
-        res.append(_batched_matmul(lhs, rhs, dt)[0])
+        res.append(batched_matmul(lhs, rhs, dt)[0])
     y = mx.concatenate(res, axis=-1) if groups > 1 else res[0]
     return y.reshape(n, *out[1:-1], w.shape[0])
 

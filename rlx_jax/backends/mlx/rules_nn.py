@@ -6,7 +6,7 @@ import mlx.core as mx
 import numpy as np
 
 from ...ir.ops import OpKind as K
-from .rules_conv import _conv, select_and_scatter_add
+from .rules_conv import convolve, select_and_scatter_add
 from .rules_elementwise import UNARY
 from .table import mlx_rule, out_dtype, scalar
 
@@ -200,7 +200,7 @@ mlx_rule(K.GatedResidualBackward)(
 @mlx_rule(K.Conv2dBackwardInput)
 def _conv_backward_input(ctx, node, dy, w):
     x0 = mx.zeros(tuple(node.attrs["input_shape"]), out_dtype(node))
-    return _vjp(lambda x: _conv(ctx, node, x, w), x0, dy)
+    return _vjp(lambda x: convolve(ctx, node, x, w), x0, dy)
 
 
 @mlx_rule(K.Conv2dBackwardWeight)
@@ -211,9 +211,9 @@ def _conv_backward_weight(ctx, node, x, dy):
     taken through the patches form of the convolution (explicit padding and dilation)."""
     shape = tuple(node.attrs["weight_shape"])
     w0 = mx.zeros(shape, out_dtype(node))
-    dw = _vjp(lambda w: _conv(ctx, node, x, w), w0, dy)
+    dw = _vjp(lambda w: convolve(ctx, node, x, w), w0, dy)
     if tuple(dw.shape) != shape:
-        dw = _vjp(lambda w: _conv(ctx, node, x, w, patches=True), w0, dy)
+        dw = _vjp(lambda w: convolve(ctx, node, x, w, patches=True), w0, dy)
     return dw
 
 

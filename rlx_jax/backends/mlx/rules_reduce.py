@@ -6,8 +6,8 @@ import math
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
-from .table import (FLOATS, SIGNED, TO_SIGNED, bits, full, highest, is_float, lowest, mlx_rule,
-                    out_dtype, scalar, unsupported)
+from .table import (FLOATS, SIGNED, TO_SIGNED, batched_matmul, bits, full, highest, is_float,
+                    lowest, mlx_rule, out_dtype, scalar, unsupported)
 
 
 def _bitwise_reduce(x, axes, fn):
@@ -155,15 +155,6 @@ def _top_k(ctx, node, x):
 
 
 # ---- contractions ----
-def _batched_matmul(x, y, dt):
-    """[B, M, K] x [B, K, N] -> [B, M, N] in dtype dt (integers by broadcast-multiply-sum)."""
-    if dt in FLOATS:
-        return mx.matmul(x.astype(dt), y.astype(dt))
-    if dt == mx.bool_:
-        return mx.any(mx.logical_and(x[..., None], y[:, None]), axis=2)
-    return mx.sum(x.astype(dt)[..., None] * y.astype(dt)[:, None], axis=2).astype(dt)
-
-
 @mlx_rule(K.DotGeneral)
 def _dot_general(ctx, node, x, y):
     """[batch..., free, contract] @ [batch..., contract, free]; the free and contracting groups
@@ -187,7 +178,7 @@ def _dot_general(ctx, node, x, y):
         out = mx.matmul(xt.astype(dt), yt.astype(dt))
     else:
         b = math.prod(bshape)
-        out = _batched_matmul(xt.reshape(b, *xt.shape[-2:]), yt.reshape(b, *yt.shape[-2:]), dt)
+        out = batched_matmul(xt.reshape(b, *xt.shape[-2:]), yt.reshape(b, *yt.shape[-2:]), dt)
     return out.reshape(node.out.shape)
 
 
@@ -201,4 +192,4 @@ def _matmul(ctx, node, x, y):
     batch = x.shape[:-2]
     xb = x.reshape(-1, *x.shape[-2:])
     yb = mx.broadcast_to(y, (*batch, *y.shape[-2:])).reshape(-1, *y.shape[-2:])
-    return _batched_matmul(xb, yb, dt).reshape(node.out.shape)
+    return batched_matmul(xb, yb, dt).reshape(node.out.shape)

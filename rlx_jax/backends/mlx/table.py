@@ -68,3 +68,13 @@ def index_dtype(size):
 def unsupported(node, what):
     raise LoweringError(f"backend 'mlx' cannot lower {node.kind.name}: {what}. "
                         f"Use backend='xla' for this program, or rewrite this op.")
+
+
+def batched_matmul(x, y, dt):
+    """[B, M, K] x [B, K, N] -> [B, M, N] in dtype dt (integers by broadcast-multiply-sum;
+    booleans as any-of-and). The contraction of DotGeneral, MatMul and the patches form of Conv."""
+    if dt in FLOATS:
+        return mx.matmul(x.astype(dt), y.astype(dt))
+    if dt == mx.bool_:
+        return mx.any(mx.logical_and(x[..., None], y[:, None]), axis=2)
+    return mx.sum(x.astype(dt)[..., None] * y.astype(dt)[:, None], axis=2).astype(dt)

@@ -1,7 +1,10 @@
 """rlx_jax.export_coreml: trace, legalize and save a function as an .mlpackage."""
 import os
 
-from ...errors import BadArgumentError
+from .api import jit
+from .backends.coreml.backend import CoremlBackend, write_package
+from .backends.coreml.package import Options
+from .errors import BadArgumentError
 
 
 def export_coreml(fun, *args, path, **options):
@@ -11,9 +14,6 @@ def export_coreml(fun, *args, path, **options):
     `params_w`, `x`, `output`. Options are the Core ML backend's (compute_precision,
     minimum_deployment_target, optimize, ...); `static_argnums` marks static arguments.
     """
-    from ...api import jit
-    from .backend import CoremlBackend, write_package
-    from .package import Options
     if not str(path).endswith(".mlpackage"):
         raise BadArgumentError(f"path must end in .mlpackage, got {path!r}")
     static = options.pop("static_argnums", ())

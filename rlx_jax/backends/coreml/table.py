@@ -1,0 +1,75 @@
+"""MIL_RULES: OpKind -> rule(ctx, node, *mil_vars), and what the rule families share: MilCtx
+(the MIL builder and constant helpers), `refuse` (the error of a configuration MIL cannot
+express) and INIT_VALUES (the identity of each reduction). The families (mil_*.py) import this
+module; mil.py, the program builder, loads the families."""
+import numpy as np
+
+from ...errors import LoweringError
+from ...ir.interpret import rule_table
+from . import legality
+
+MIL_RULES, mil_rule = rule_table("MIL_RULES")
+
+
+class MilCtx:
+    """What rules need: the MIL builder, the opset, and small helpers for constants."""
+
+    def __init__(self, mb, opset):
+        self.mb = mb
+        self.opset = opset
+
+    def const(self, value, dtype=None):
+        """A MIL const of exactly `dtype` (numpy); Python ints become int32."""
+        arr = np.asarray(value, dtype=dtype)
+        if arr.dtype == np.int64:
+            arr = arr.astype(np.int32)
+        elif arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        return self.mb.const(val=arr)
+
+    def scalar(self, value, like_dtype):
+        return self.const(np.asarray(value, dtype=legality.mil_np_dtype(like_dtype)))
+
+    def np_dtype(self, var):
+        from coremltools.converters.mil.mil import types
+        return np.dtype(types.nptype_from_builtin(var.dtype))
+
+    def like(self, value, var):
+        """A scalar const of `var`'s dtype."""
+        return self.mb.const(val=np.asarray(value, dtype=self.np_dtype(var)))
+
+    def ints(self, xs):
+        return np.asarray(list(xs), dtype=np.int32)
+
+
+def refuse(node, what, todo="use backend='xla' or 'mlx' for this op"):
+    """Raises the LoweringError of a `node` configuration MIL cannot express."""
+    raise LoweringError(f"Core ML cannot express {node.kind.name}: {what}; {todo}")
+
+
+def _extreme(dtype, low):
+    """The lowest (`low`) or highest value of `dtype`: False/True, -inf/inf, or the integer
+    bound."""
+    if dtype == np.bool_:
+        return np.asarray(not low)
+    if dtype.kind == "f":
+        return np.asarray(-np.inf if low else np.inf, dtype)
+    info = np.iinfo(dtype)
+    return np.asarray(info.min if low else info.max, dtype)
+
+
+INIT_VALUES = {  # reduction fn -> fn(numpy dtype): its identity, a 0-d array of that dtype
+    "sum": lambda dtype: np.zeros((), dtype),
+    "or": lambda dtype: np.zeros((), dtype),
+    "xor": lambda dtype: np.zeros((), dtype),
+    "prod": lambda dtype: np.ones((), dtype),
+    "and": lambda dtype: np.invert(np.zeros((), dtype)),  # all bits set: True, -1, unsigned max
+    "max": lambda dtype: _extreme(dtype, low=True),
+    "min": lambda dtype: _extreme(dtype, low=False),
+}
+
+
+def init_value(fn, dtype):
+    """The identity of reduction `fn` (ir.ops.REDUCE_FNS) in numpy `dtype`: the value of a
+    reduction over nothing (empty.py), and the padding of windowed reductions (mil_conv.py)."""
+    return INIT_VALUES[fn](np.dtype(dtype))
