@@ -25,7 +25,7 @@ import mlx.core as mx
 from ...ir.ops import OpKind as K
 from .table import mlx_rule, out_dtype
 
-UNROLL_MAX = 2048
+UNROLL_MAX = 1024
 """Largest `length * body size` a Scan is unrolled at (see README, "Control flow on MLX": the
 unrolled graph's first-call cost grows with its size, the host loop pays per step)."""
 
