@@ -9,9 +9,11 @@ lax.scan), measured side by side in one run (no timed assertions).
   mx.value_and_grad (what one would write by hand);
 - jax.jit: compile (first call) time, for scale.
 
-Compile = the first call (trace + legalize + lower + mx.compile + kernel build + run); kernels go
-to a fresh cache directory, built once per process (a kernel another variant already built is
-reused). Step = min over rounds of the median time of a call, results evaluated.
+Compile = the first call (trace + legalize + lower + mx.compile + kernel build + run). rlx_jax's
+kernels go to $RLX_JAX_CACHE_DIR when set, else a fresh directory (cold: g++ builds them); run
+twice with the same RLX_JAX_CACHE_DIR for warm figures. The hand-written cell's kernels go to
+MLX's own $TMPDIR/mlx (warm after a first run). Step = min over rounds of the median time of a
+call, results evaluated.
 
 Run: python benchmarks/bench_control_mlx.py [--steps 256] [--hidden 64] [--batch 8]
 """
@@ -74,7 +76,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--calls", type=int, default=5)
     a = ap.parse_args()
-    os.environ["RLX_JAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_control_mlx_")
+    if not os.environ.get("RLX_JAX_CACHE_DIR"):
+        os.environ["RLX_JAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_control_mlx_")
     r = np.random.RandomState(0)
     w = (r.randn(a.hidden, a.hidden) * 0.3 / np.sqrt(a.hidden)).astype(np.float32)
     u = (r.randn(a.hidden, a.hidden) / np.sqrt(a.hidden)).astype(np.float32)
@@ -119,7 +122,8 @@ def main():
         np.testing.assert_allclose(np.asarray(gw), want[1][0], rtol=2e-3, atol=1e-3)
 
     print(f"{a.steps}-step tanh RNN, hidden {a.hidden}, batch {a.batch}: forward + backward "
-          f"(value_and_grad), MLX {mx.__version__} on {mx.default_device()}")
+          f"(value_and_grad), MLX {mx.__version__} on {mx.default_device()}, kernel cache "
+          f"{os.environ['RLX_JAX_CACHE_DIR']}")
     for name, (p, runtime) in plans.items():
         print(f"  {name}: scans lowered as {p}, runtime {runtime}")
     hand_compile, hand_step = results["hand-written MLX"][:2]

@@ -115,15 +115,27 @@ def lower(graph, name=None, compile=True):
     """The executable. `.plan`: how each control-flow node lowers (rules_control.plan);
     `.segments`: for a graph with host loops, its top-level runs ("compiled" / "host")."""
     check_dtypes(graph)
-    eager, _ = build_function(graph)
     compiled = None
     if compile and has_host(graph):
         compiled, _ = build_function(graph, compile=True)
+        eager = _lazy(graph)           # the fallback, its constants converted only if needed
+    else:
+        eager, _ = build_function(graph)
     exe = MlxExecutable(name or graph.name, eager, [v.dtype for v in graph.inputs],
                         compile=compile, compiled_fn=compiled)
     exe.plan = plan(graph)
     exe.segments = getattr(compiled, "segments", None) if exe.compiled else None
     return exe
+
+
+def _lazy(graph):
+    made = []
+
+    def run(*args):
+        if not made:
+            made.append(build_function(graph)[0])
+        return made[0](*args)
+    return run
 
 
 class MlxProgram:

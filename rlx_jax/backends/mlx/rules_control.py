@@ -15,6 +15,7 @@ on data, so each kind lowers as follows (`plan(graph)` lists the choice made for
   body's node count, nested scans counted unrolled), else a host loop over the body function
   (compiled), like While. `reverse` walks xs from the end and writes each y at its own index, as
   `lax.scan`; ys are stacked on axis 0; a zero-length scan returns the initial carry and empty ys.
+  The node's `unroll` attribute does not enter the choice (it never changes the values).
 
 Under `build_program` (`Lowered.op_counts(level="backend")`) nothing is evaluated: a host loop's
 body (and a While's cond) is traced once, so an unrolled scan shows `length` copies of its body's
