@@ -337,3 +337,23 @@ def test_mlx_prepares_region_constants_and_checks_region_dtypes():
                                  regions=[branch.graph])]
     with pytest.raises(LoweringError, match="complex64"):
         lower(top.graph)
+
+
+@needs_mlx
+def test_mlx_control_flow_where_mx_compile_is_unavailable(monkeypatch):
+    """Given: mx.compile unavailable (RLX_JAX_MLX_COMPILE=0, as on a machine without g++) and a
+    program with a While and a host-loop Scan.
+    Result: it runs eagerly in one piece (runtime mlx-eager, no segments, region functions
+    uncompiled) and matches JAX."""
+    from rlx_jax.backends.mlx import rules_control
+    monkeypatch.setenv("RLX_JAX_MLX_COMPILE", "0")
+    monkeypatch.setattr(rules_control, "UNROLL_MAX", -1)
+
+    def f(w, xs, n):
+        return while_dynamic(tanh_rnn(w, xs)[1], n)
+    xs = R.randn(7, 3).astype(np.float32)
+    g = rlx_jax.jit(f, backend="mlx")
+    np.testing.assert_allclose(g(W, xs, np.int32(2)), f(W, xs, np.int32(2)), rtol=1e-5)
+    exe = _executable(g)
+    assert exe.runtime == "mlx-eager" and exe.segments is None
+    assert [p[2] for p in exe.plan] == ["host loop", "host loop"]

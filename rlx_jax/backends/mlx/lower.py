@@ -13,7 +13,7 @@ from . import rules_conv, rules_elementwise, rules_index, rules_reduce, rules_sh
 from . import rules_control  # noqa: F401
 from .rules_control import has_host, plan
 from .segments import segmented
-from .runtime import NP_TO_MX, MlxExecutable, to_mx_dtype
+from .runtime import NP_TO_MX, MlxExecutable, compile_unavailable_reason, to_mx_dtype
 from .table import MLX_RULES
 
 try:
@@ -116,7 +116,7 @@ def lower(graph, name=None, compile=True):
     `.segments`: for a graph with host loops, its top-level runs ("compiled" / "host")."""
     check_dtypes(graph)
     compiled = None
-    if compile and has_host(graph):
+    if compile and has_host(graph) and compile_unavailable_reason() is None:
         compiled, _ = build_function(graph, compile=True)
         eager = _lazy(graph)           # the fallback, its constants converted only if needed
     else:
