@@ -1,7 +1,9 @@
 """Control flow: cond / switch / while_loop / fori_loop / scan / map as If / While / Scan nodes
 with regions. The oracle is JAX on CPU; gradients against jax.grad and float64 central
-differences. The `xla` backend re-emits them as lax control flow; MLX and Core ML do not lower
-them yet and must refuse them by name and source line."""
+differences. The `xla` backend re-emits them as lax control flow; MLX lowers them (If as a
+select, While and long Scans as host loops, short Scans unrolled: backends/mlx/rules_control.py),
+compiled and eager (`compile=False`) alike; Core ML does not lower them yet and must refuse them
+by name and source line."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,12 +12,22 @@ from jax import lax
 
 import rlx_jax
 from rlx_jax.backends.base import get_backend
-from rlx_jax.errors import LegalizationError
+from rlx_jax.errors import LegalizationError, LoweringError
 from rlx_jax.ir.ops import OpKind as K
 
-# the backends that lower control flow (the others must refuse it, see the last test)
+from .conftest import BACKENDS
+
+# (backend, options): xla; mlx compiled (mx.compile, segments around host loops) and eager
+CONFIGS = [("xla", {})] + ([("mlx", {}), ("mlx", {"compile": False})] if "mlx" in BACKENDS
+                           else [])
+CONFIG_IDS = [b + ("-eager" if o else "") for b, o in CONFIGS]
+configs = pytest.mark.parametrize("backend,options", CONFIGS, ids=CONFIG_IDS)
+needs_mlx = pytest.mark.skipif("mlx" not in BACKENDS, reason="mlx is not installed")
+
+# the backends that lower control flow (the others must refuse it)
 CONTROL_FLOW_BACKENDS = [b for b in rlx_jax.available_backends()
                          if K.Scan in get_backend(b).SUPPORTED_OPS]
+
 R = np.random.RandomState(0)
 X = R.randn(4, 3).astype(np.float32)
 XS = R.randn(5, 2, 3).astype(np.float32)
@@ -79,12 +91,13 @@ def while_dynamic(x, n):
                           (jnp.int32(0), x))[1]
 
 
+@configs
 @pytest.mark.parametrize("name", sorted(DIFFERENTIABLE))
-def test_forward_and_grad_match_jax_on_xla(name):
+def test_forward_and_grad_match_jax(name, backend, options):
     f, x = DIFFERENTIABLE[name]
-    got = rlx_jax.jit(f, backend="xla")(W, x)
-    np.testing.assert_allclose(got, f(W, x), rtol=1e-5, atol=1e-5)
-    g = rlx_jax.jit(jax.grad(f, argnums=(0, 1)), backend="xla")(W, x)
+    got = rlx_jax.jit(f, backend=backend, **options)(W, x)
+    np.testing.assert_allclose(got, f(W, x), rtol=1e-4, atol=1e-5)
+    g = rlx_jax.jit(jax.grad(f, argnums=(0, 1)), backend=backend, **options)(W, x)
     for a, b in zip(g, jax.grad(f, argnums=(0, 1))(W, x)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
@@ -103,26 +116,31 @@ def test_grad_matches_finite_differences_in_float64(name):
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6)
 
 
+@configs
 @pytest.mark.parametrize("n", [0, 1, 3])
-def test_while_loop_zero_one_and_many_iterations(n):
-    got = rlx_jax.jit(while_dynamic, backend="xla")(X, np.int32(n))
-    np.testing.assert_allclose(got, while_dynamic(X, np.int32(n)), rtol=1e-6)
+def test_while_loop_zero_one_and_many_iterations(n, backend, options):
+    got = rlx_jax.jit(while_dynamic, backend=backend, **options)(X, np.int32(n))
+    np.testing.assert_allclose(got, while_dynamic(X, np.int32(n)), rtol=1e-6, atol=1e-7)
 
 
-def test_while_loop_forward_mode():
+@configs
+def test_while_loop_forward_mode(backend, options):
     f = lambda x, t: jax.jvp(lambda a: while_dynamic(a, 3), (x,), (t,))  # noqa: E731
-    for a, b in zip(rlx_jax.jit(f, backend="xla")(X, X), f(X, X)):
+    for a, b in zip(rlx_jax.jit(f, backend=backend, **options)(X, X), f(X, X)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_zero_length_scan_and_pytree_carry():
+@configs
+def test_zero_length_scan_and_pytree_carry(backend, options):
     def f(xs):
         (a, b), ys = lax.scan(lambda c, x: ((c[0] + x, c[1] * 2), c[0] * 3), (jnp.ones(3), 1.0),
                               xs)
         return a, b, ys
     for xs in (np.zeros((0, 3), np.float32), XS[:, 0]):
-        for got, want in zip(rlx_jax.jit(f, backend="xla")(xs), f(xs)):
-            np.testing.assert_allclose(got, want)
+        got = rlx_jax.jit(f, backend=backend, **options)(xs)
+        for g, want in zip(got, f(xs)):
+            assert g.shape == want.shape and g.dtype == want.dtype
+            np.testing.assert_allclose(g, want)
 
 
 def test_vmap_of_cond_becomes_a_select():
@@ -155,12 +173,195 @@ def test_printed_ir_nests_regions_with_source_lines():
     assert "test_control.py" in if_line
 
 
-@pytest.mark.parametrize("backend", ["mlx", "coreml"])
-def test_backends_without_control_flow_refuse_it_by_name_and_line(backend):
-    if backend not in rlx_jax.available_backends():
-        pytest.skip(f"{backend} is not available here")
+@pytest.mark.skipif("coreml" not in BACKENDS, reason="coremltools is not installed")
+def test_coreml_refuses_control_flow_by_name_and_line():
     with pytest.raises(LegalizationError, match=r"Scan.*test_control.py:\d+"):
-        rlx_jax.jit(rnn, backend=backend)(W, XS)
+        rlx_jax.jit(rnn, backend="coreml")(W, XS)
+
+
+# ---- MLX: how each kind lowers (backends/mlx/rules_control.py), asserted structurally ----
+def _executable(jitted):
+    return next(iter(jitted._cache.values())).executable
+
+
+def tanh_rnn(w, xs):
+    return lax.scan(lambda h, x: (jnp.tanh(x @ w + h), h.sum()), jnp.zeros(3, xs.dtype), xs)
+
+
+@needs_mlx
+def test_mlx_short_scan_is_unrolled_long_scan_is_a_host_loop():
+    """Given: the same tanh RNN scan over 4 steps and over 600 steps (body: DotGeneral, Binary,
+    Activation, Reduce, i.e. 600 * 4 > UNROLL_MAX).
+    Result: the short one unrolled (the backend program holds 4 tanh, one per step), the long one
+    a host loop over its compiled body (the program holds its body once: 1 tanh); both match
+    JAX, and the long one's graph runs as compiled segments around the loop."""
+    from rlx_jax.backends.mlx.rules_control import UNROLL_MAX
+    w = W[0]
+    for length, choice, tanhs in ((4, "unrolled", 4), (600, "host loop", 1)):
+        xs = R.randn(length, 3).astype(np.float32)
+        f = rlx_jax.jit(lambda w, xs: tanh_rnn(w * np.eye(3, dtype=np.float32), xs),
+                        backend="mlx")
+        lowered = f.lower(w, xs)
+        scan, = [n for n in lowered.legalized.walk() if n.kind is K.Scan]
+        assert (length * 4 <= UNROLL_MAX) == (choice == "unrolled")
+        assert lowered.op_counts(level="backend")["Tanh"] == tanhs
+        for got, want in zip(f(w, xs), tanh_rnn(w * np.eye(3, dtype=np.float32), xs)):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        exe = _executable(f)
+        assert [p[2] for p in exe.plan] == [choice]
+        assert exe.segments == (None if choice == "unrolled" else ["compiled", "host"])
+
+
+@needs_mlx
+@pytest.mark.parametrize("unroll_max", [None, -1], ids=["unrolled", "host-loop"])
+@pytest.mark.parametrize("compile", [True, False], ids=["compiled", "eager"])
+def test_mlx_reverse_scan_writes_ys_in_place(unroll_max, compile, monkeypatch):
+    """Given: a reverse scan whose ys are returned as they are (ys[t] = x[t] + carry after the
+    steps t+1..n-1), with the scan unrolled and forced into a host loop.
+    Result: ys equal lax.scan's element by element, final carry too, gradients as jax.grad."""
+    from rlx_jax.backends.mlx import rules_control
+    if unroll_max is not None:
+        monkeypatch.setattr(rules_control, "UNROLL_MAX", unroll_max)
+
+    def f(w, xs):
+        return lax.scan(lambda c, x: (c * 0.5 + x @ w, (x @ w + c, jnp.sum(c))),
+                        jnp.ones(3), xs[:, 0], reverse=True)
+    f_mlx = rlx_jax.jit(f, backend="mlx", compile=compile)
+    for got, want in zip(jax.tree.leaves(f_mlx(W, XS)), jax.tree.leaves(f(W, XS))):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert [p[2] for p in _executable(f_mlx).plan] == [
+        "host loop" if unroll_max is not None else "unrolled"]
+    loss = lambda w, xs: jnp.sum(f(w, xs)[1][0] ** 2)  # noqa: E731
+    got = rlx_jax.jit(jax.grad(loss), backend="mlx", compile=compile)(W, XS)
+    np.testing.assert_allclose(got, jax.grad(loss)(W, XS), rtol=1e-4, atol=1e-5)
+
+
+@needs_mlx
+def test_mlx_while_cuts_the_graph_into_compiled_segments():
+    """Given: work before a while_loop, the loop (data-dependent trip count), work after it.
+    Result: compiled, the executable runs [compiled, host, compiled] segments; with
+    compile=False it runs eagerly in one piece; both match JAX for 0, 1 and 5 iterations."""
+    def f(x, n):
+        y = jnp.sin(x) * 2.0
+        i, y = lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, jnp.cos(c[1]) + y.sum()),
+                              (jnp.int32(0), y))
+        return jnp.exp(-y) + i
+    for compile, segments in ((True, ["compiled", "host", "compiled"]), (False, None)):
+        g = rlx_jax.jit(f, backend="mlx", compile=compile)
+        for n in (0, 1, 5):
+            np.testing.assert_allclose(g(X, np.int32(n)), f(X, np.int32(n)), rtol=1e-5,
+                                       atol=1e-6)
+        exe = _executable(g)
+        assert exe.segments == segments and [p[2] for p in exe.plan] == ["host loop"]
+        assert exe.runtime == ("mlx-compiled" if compile else "mlx-eager")
+
+
+@needs_mlx
+@pytest.mark.parametrize("compile", [True, False], ids=["compiled", "eager"])
+def test_mlx_while_inside_a_scan_body(compile):
+    """Given: a scan whose body runs a while_loop with a data-dependent trip count.
+    Result: the scan is a host loop (its body cannot be one compiled function) whose body is
+    itself cut into compiled segments around the while; values match JAX."""
+    def f(xs):
+        def body(c, x):
+            k = jnp.int32(jnp.abs(x.sum()) * 3)
+            _, c = lax.while_loop(lambda s: s[0] < k, lambda s: (s[0] + 1, jnp.sin(s[1]) + x),
+                                  (jnp.int32(0), c))
+            return c, k
+        return lax.scan(body, jnp.zeros(3), xs)
+    g = rlx_jax.jit(f, backend="mlx", compile=compile)
+    for got, want in zip(g(XS[:, 0]), f(XS[:, 0])):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert [p[2] for p in _executable(g).plan] == ["host loop", "host loop"]
+
+
+@needs_mlx
+def test_mlx_if_selects_without_leaking_the_untaken_branch():
+    """Given: cond(x > 0, log, neg) and a 3-way switch whose branches give NaN and Inf for these
+    inputs when not taken.
+    Result: If lowers as a select (the backend program computes every branch: Log and Negative
+    both present) and no NaN or Inf of an untaken branch reaches the result."""
+    def f(x):
+        a = lax.cond(jnp.sum(x) > 0, jnp.log, lambda v: -v, x)           # log(-1): NaN
+        b = lax.switch(jnp.int32(x[0] < 0) + 1,                      # 2
+                       [lambda v: v / 0.0, lambda v: jnp.log(v), lambda v: v * 2], x)
+        return a, b
+    x = -np.abs(X[0]) - 1.0
+    g = rlx_jax.jit(f, backend="mlx")
+    for got, want in zip(g(x), f(x)):
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    counts = g.lower(x).op_counts(level="backend")
+    assert counts["Log"] == 2 and counts["Negative"] == 1 and counts["Select"] >= 3, counts
+    assert [p[2] for p in _executable(g).plan] == ["select", "select"]
+    assert _executable(g).segments is None
+
+
+@needs_mlx
+def test_mlx_if_over_a_loop_runs_only_the_taken_branch():
+    """Given: cond(step > 0, count up to 10 by step, identity); with step = 0 the loop branch
+    would never end.
+    Result: the If is a host branch (the index is read and one branch runs), step = 0 returns at
+    once, step = 3 runs the loop; values match JAX."""
+    def f(x, step):
+        return lax.cond(step > 0,
+                        lambda v: lax.while_loop(lambda c: c[0] < 10.0, lambda c: c + step, v),
+                        lambda v: v, x)
+    x = np.zeros(3, np.float32)
+    for compile in (True, False):
+        g = rlx_jax.jit(f, backend="mlx", compile=compile)
+        for step in (np.float32(0), np.float32(3)):
+            np.testing.assert_allclose(g(x, step), f(x, step))
+        assert [p[2] for p in _executable(g).plan] == ["host branch", "host loop"]
+
+
+@needs_mlx
+def test_mlx_prepares_region_constants_and_checks_region_dtypes():
+    """Given: a scan whose body uses a 64-element constant; and a hand-built If whose branch
+    makes a complex64 value.
+    Result: the MLX context converted the body's constant at lowering time (it is not rebuilt
+    per step); the complex64 value inside the region is refused by LoweringError naming it."""
+    from rlx_jax.backends.mlx.lower import MlxContext, lower
+    from rlx_jax.ir.graph import Builder, Graph
+    table = np.arange(64, dtype=np.float32).reshape(8, 8)
+    f = lambda xs: lax.scan(lambda c, x: (c @ table + x, None), jnp.zeros(8), xs)[0]  # noqa
+    xs = np.ones((3, 8), np.float32)
+    graph = rlx_jax.jit(f, backend="mlx").lower(xs).legalized
+    body_consts = [n for n in graph.walk() if n.kind is K.Constant and n.out.size == 64]
+    assert body_consts and all(id(n) in MlxContext(graph).consts for n in body_consts)
+    np.testing.assert_allclose(rlx_jax.jit(f, backend="mlx")(xs), f(xs), rtol=1e-5)
+
+    branch = Builder(Graph("branch"))
+    v = branch.input((3,), np.float32)
+    c = branch.add(K.Cast, (v,), {"dtype": np.dtype(np.complex64)}, out=[((3,), np.complex64)])
+    branch.graph.outputs = [branch.add(K.Cast, (c,), {"dtype": np.dtype(np.float32)},
+                                       out=[((3,), np.float32)])]
+    top = Builder(Graph("top"))
+    i, x = top.input((), np.int32), top.input((3,), np.float32)
+    top.graph.outputs = [top.add(K.If, (i, x), {}, out=[((3,), np.float32)],
+                                 regions=[branch.graph])]
+    with pytest.raises(LoweringError, match="complex64"):
+        lower(top.graph)
+
+
+@needs_mlx
+def test_mlx_control_flow_where_mx_compile_is_unavailable(monkeypatch):
+    """Given: mx.compile unavailable (RLX_JAX_MLX_COMPILE=0, as on a machine without g++) and a
+    program with a While and a host-loop Scan.
+    Result: it runs eagerly in one piece (runtime mlx-eager, no segments, region functions
+    uncompiled) and matches JAX."""
+    from rlx_jax.backends.mlx import rules_control
+    monkeypatch.setenv("RLX_JAX_MLX_COMPILE", "0")
+    monkeypatch.setattr(rules_control, "UNROLL_MAX", -1)
+
+    def f(w, xs, n):
+        return while_dynamic(tanh_rnn(w, xs)[1], n)
+    xs = R.randn(7, 3).astype(np.float32)
+    g = rlx_jax.jit(f, backend="mlx")
+    np.testing.assert_allclose(g(W, xs, np.int32(2)), f(W, xs, np.int32(2)), rtol=1e-5)
+    exe = _executable(g)
+    assert exe.runtime == "mlx-eager" and exe.segments is None
+    assert [p[2] for p in exe.plan] == ["host loop", "host loop"]
 
 
 # ---- a recurrent language model trained through lax.scan and a fori_loop accumulation ----

@@ -25,6 +25,8 @@ SUPPORTED_OPS = frozenset({
     # high-level forward (rules_nn.py: mx.fast kernels or short MLX compositions)
     K.Softmax, K.LayerNorm, K.RmsNorm, K.GroupNorm, K.Attention, K.Rope, K.AdaLayerNorm,
     K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
+    # control flow (rules_control.py: If as a select, While and long Scans as host loops)
+    K.If, K.While, K.Scan,
 })
 
 # Backward kinds with a dedicated MLX lowering (kept by legalization when native backward is on).

@@ -10,9 +10,11 @@ import numpy as np
 from ...errors import LoweringError
 from ...ir.interpret import interpret, where
 from ...ir.ops import OpKind
-from . import rules_conv, rules_elementwise, rules_index, rules_nn, rules_reduce  # noqa: F401
-from . import rules_shape  # noqa: F401
-from .runtime import NP_TO_MX, MlxExecutable, to_mx_dtype
+from . import rules_conv, rules_control, rules_elementwise, rules_index, rules_nn  # noqa: F401
+from . import rules_reduce, rules_shape  # noqa: F401
+from .rules_control import has_host, plan
+from .segments import segmented
+from .runtime import NP_TO_MX, MlxExecutable, compile_unavailable_reason, to_mx_dtype
 from .table import MLX_RULES
 
 
@@ -20,21 +22,54 @@ SMALL_CONSTANT = 16
 
 
 class MlxContext:
-    """What rules see: the graph's constants. Large ones are converted once at lowering time
-    and captured; small ones are made while mx.compile traces, so they become literals of the
-    fused kernels instead of extra arguments of every call (measured: ~4 us per call)."""
+    """What rules see: the graph's constants, and `run(region, args)` / `function(region)` for
+    control flow (rules_control.py). Large constants, regions' included, are converted once at
+    lowering time and captured; small ones are made while mx.compile traces, so they become
+    literals of the fused kernels instead of extra arguments of every call (measured: ~4 us per
+    call). `compile`: region functions are mx.compile'd (and a graph with host loops is cut
+    into compiled segments); `program`: tracing for build_program, nothing is evaluated."""
 
-    def __init__(self, graph):
+    def __init__(self, graph, compile=False, program=False):
         self.consts = {}
-        for n in graph.nodes:
+        for n in graph.walk():
             if n.kind is OpKind.Constant and n.out.size > SMALL_CONSTANT:
                 self.consts[id(n)] = mx.array(n.attrs["value"], dtype=to_mx_dtype(n.out.dtype))
+        self.compile, self.program = compile, program
+        self.extra = []          # values build_program exports besides the outputs
+        self._functions = {}
 
     def constant(self, node):
         c = self.consts.get(id(node))
         if c is None:
             return mx.array(node.attrs["value"], dtype=to_mx_dtype(node.out.dtype))
         return c
+
+    def alias(self, copy, node):
+        """`copy` (a Constant copied into a segment) stands for `node`."""
+        if id(node) in self.consts:
+            self.consts[id(copy)] = self.consts[id(node)]
+
+    def run(self, region, args):
+        """The region's outputs on `args`, its nodes lowered in place (inlined into the caller)."""
+        return interpret(region, MLX_RULES, args, self, backend="mlx")
+
+    def function(self, region):
+        """The region as a function of mx arrays returning its outputs: mx.compile'd when this
+        context compiles (in compiled segments when it holds host loops), else eager. Made once
+        per region."""
+        fn = self._functions.get(id(region))
+        if fn is None:
+            fn = self._functions[id(region)] = self._make_function(region)
+        return fn
+
+    def _make_function(self, region):
+        def run(*args):
+            return self.run(region, args)
+        if not self.compile:
+            return run
+        if has_host(region):
+            return segmented(region, self, mx.compile)
+        return mx.compile(run)
 
 
 def check_dtypes(graph):
@@ -46,7 +81,7 @@ def check_dtypes(graph):
                 f"argument {v.node.attrs['index']} of '{graph.name}' has dtype {v.dtype.name}, "
                 f"which backend 'mlx' does not support; pass float32/float16/bfloat16/int/uint/"
                 f"bool arrays, or use backend='xla'")
-    for n in graph.nodes:
+    for n in graph.walk():
         for v in n.outputs:
             try:
                 dt = to_mx_dtype(v.dtype, f"value of {n.kind.name}")
@@ -58,19 +93,44 @@ def check_dtypes(graph):
                     f"Use float32 (disable jax_enable_x64 or cast), or backend='xla'.")
 
 
-def build_function(graph):
-    """The graph as a Python function of mx arrays returning the list of outputs."""
-    ctx = MlxContext(graph)
+def build_function(graph, compile=False, program=False):
+    """The graph as a Python function of mx arrays returning the list of outputs, and its
+    context. With `compile`, a graph without host loops is returned as it is (the executable
+    mx.compiles it whole); one with host loops comes back cut into compiled segments."""
+    ctx = MlxContext(graph, compile=compile, program=program)
+    if compile and has_host(graph):
+        return segmented(graph, ctx, mx.compile), ctx
 
     def run(*args):
         return interpret(graph, MLX_RULES, args, ctx, backend="mlx")
-    return run
+    return run, ctx
 
 
 def lower(graph, name=None, compile=True):
+    """The executable. `.plan`: how each control-flow node lowers (rules_control.plan);
+    `.segments`: for a graph with host loops, its top-level runs ("compiled" / "host")."""
     check_dtypes(graph)
-    return MlxExecutable(name or graph.name, build_function(graph),
-                         [v.dtype for v in graph.inputs], compile=compile)
+    compiled = None
+    if compile and has_host(graph) and compile_unavailable_reason() is None:
+        compiled, _ = build_function(graph, compile=True)
+        eager = _lazy(graph)           # the fallback, its constants converted only if needed
+    else:
+        eager, _ = build_function(graph)
+    exe = MlxExecutable(name or graph.name, eager, [v.dtype for v in graph.inputs],
+                        compile=compile, compiled_fn=compiled)
+    exe.plan = plan(graph)
+    exe.segments = getattr(compiled, "segments", None) if exe.compiled else None
+    return exe
+
+
+def _lazy(graph):
+    made = []
+
+    def run(*args):
+        if not made:
+            made.append(build_function(graph)[0])
+        return made[0](*args)
+    return run
 
 
 class MlxProgram:
@@ -96,7 +156,8 @@ def build_program(graph, name=None, **options):
     check_dtypes(graph)
     args = [mx.zeros(v.shape, to_mx_dtype(v.dtype)) for v in graph.inputs]
     mx.eval(args)
-    outs = build_function(graph)(*args)
+    fn, ctx = build_function(graph, program=True)
+    outs = fn(*args)
     buf = io.StringIO()
-    mx.export_to_dot(buf, *outs)
+    mx.export_to_dot(buf, *outs, *ctx.extra)
     return MlxProgram(buf.getvalue())

@@ -181,9 +181,11 @@ OUTPUTS = {"native": None, "numpy": _numpy_outputs, "jax": _jax_outputs}
 
 
 class MlxExecutable:
-    """Runs a lowered graph: converts arguments, calls the (compiled) MLX function."""
+    """Runs a lowered graph: converts arguments, calls the (compiled) MLX function. `fn` is the
+    eager function; compiled, it is `mx.compile(fn)`, or `compiled_fn` when given (a graph with
+    host loops: compiled segments around them, lower.py)."""
 
-    def __init__(self, name, fn, in_dtypes, compile=True):
+    def __init__(self, name, fn, in_dtypes, compile=True, compiled_fn=None):
         self.name = name
         self._raw = fn
         self._convs = [_converter(d) for d in in_dtypes]
@@ -192,7 +194,7 @@ class MlxExecutable:
         self.why_uncompiled = None
         reason = compile_unavailable_reason() if compile else "compile=False was requested"
         if reason is None:
-            self._fn = mx.compile(fn)
+            self._fn = mx.compile(fn) if compiled_fn is None else compiled_fn
             self.compiled = True
         else:
             self._fn = fn
