@@ -134,6 +134,26 @@ def xent_loss(params, x, labels):
     return softmax_cross_entropy(x @ params["w"] + params["b"], labels)
 
 
+# ---- recurrent language model over lax.scan ---------------------------------------------------
+
+def rnn_lm_loss(params, tokens):
+    """Next-token cross-entropy of a tanh RNN run by lax.scan over time (tokens[B, T+1])."""
+    xs, ys = tokens[:, :-1].T, tokens[:, 1:].T
+
+    def cell(h, x):
+        h = jnp.tanh(params["emb"][x] + h @ params["wh"])
+        return h, h @ params["out"]
+    _, logits = lax.scan(cell, jnp.zeros((tokens.shape[0], params["wh"].shape[0]),
+                                         params["wh"].dtype), xs)
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.mean(jnp.take_along_axis(logp, ys[..., None], axis=-1))
+
+
+def rnn_lm_params(r, dt):
+    return {"emb": _normal(r, dt, 6, 8, scale=0.5), "wh": _normal(r, dt, 8, 8, scale=0.3),
+            "out": _normal(r, dt, 8, 6, scale=0.3)}
+
+
 PROGRAMS = [
     program("mlp", mlp_loss, mlp_params,
             lambda r, dt: (_normal(r, dt, 5, 6, scale=1.0), _normal(r, dt, 5, 3, scale=1.0))),
@@ -152,4 +172,6 @@ PROGRAMS = [
             lambda r, dt: {"w": _normal(r, dt, 6, 9), "b": _normal(r, dt, 9, scale=0.1)},
             lambda r, dt: (_normal(r, dt, 5, 6, scale=1.0),
                            r.randint(0, 9, (5,)).astype(np.int32))),
+    program("rnn_lm", rnn_lm_loss, rnn_lm_params,
+            lambda r, dt: (r.randint(0, 6, (3, 7)).astype(np.int32),)),
 ]

@@ -11,7 +11,6 @@ import pytest
 from jax import lax
 
 import rlx_jax
-from rlx_jax.backends.base import get_backend
 from rlx_jax.errors import LegalizationError, LoweringError
 from rlx_jax.ir.ops import OpKind as K
 
@@ -23,10 +22,6 @@ CONFIGS = [("xla", {})] + ([("mlx", {}), ("mlx", {"compile": False})] if "mlx" i
 CONFIG_IDS = [b + ("-eager" if o else "") for b, o in CONFIGS]
 configs = pytest.mark.parametrize("backend,options", CONFIGS, ids=CONFIG_IDS)
 needs_mlx = pytest.mark.skipif("mlx" not in BACKENDS, reason="mlx is not installed")
-
-# the backends that lower control flow (the others must refuse it)
-CONTROL_FLOW_BACKENDS = [b for b in rlx_jax.available_backends()
-                         if K.Scan in get_backend(b).SUPPORTED_OPS]
 
 R = np.random.RandomState(0)
 X = R.randn(4, 3).astype(np.float32)
@@ -362,37 +357,3 @@ def test_mlx_control_flow_where_mx_compile_is_unavailable(monkeypatch):
     exe = _executable(g)
     assert exe.runtime == "mlx-eager" and exe.segments is None
     assert [p[2] for p in exe.plan] == ["host loop", "host loop"]
-
-
-# ---- a recurrent language model trained through lax.scan and a fori_loop accumulation ----
-def _lm_loss(p, tokens):
-    xs, ys = tokens[:, :-1].T, tokens[:, 1:].T
-
-    def cell(h, x):
-        h = jnp.tanh(p["emb"][x] + h @ p["wh"])
-        return h, h @ p["out"]
-    _, logits = lax.scan(cell, jnp.zeros((tokens.shape[0], 8), jnp.float32), xs)
-    logp = jax.nn.log_softmax(logits)
-    return -jnp.mean(jnp.take_along_axis(logp, ys[..., None], axis=-1))
-
-
-def _lm_step(p, micro):
-    def acc(i, g):
-        return jax.tree.map(jnp.add, g, jax.grad(_lm_loss)(p, micro[i]))
-    g = lax.fori_loop(0, micro.shape[0], acc, jax.tree.map(jnp.zeros_like, p))
-    return jax.tree.map(lambda w, d: w - 0.5 * d / micro.shape[0], p, g)
-
-
-@pytest.mark.parametrize("backend", CONTROL_FLOW_BACKENDS)
-def test_rnn_language_model_three_steps_match_jax(backend):
-    rng = np.random.default_rng(1)
-    p = {"emb": rng.standard_normal((6, 8)).astype(np.float32) * 0.5,
-         "wh": rng.standard_normal((8, 8)).astype(np.float32) * 0.3,
-         "out": rng.standard_normal((8, 6)).astype(np.float32) * 0.3}
-    data = [rng.integers(0, 6, (2, 3, 7)).astype(np.int32) for _ in range(3)]
-    step = rlx_jax.jit(_lm_step, backend=backend)
-    got, want = p, p
-    for micro in data:
-        got, want = step(got, micro), jax.jit(_lm_step)(want, micro)
-    for k in p:
-        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5, err_msg=k)

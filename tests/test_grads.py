@@ -5,6 +5,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 
 import rlx_jax
 
@@ -105,7 +106,7 @@ def _adam_step(loss):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("prog", [p for p in PROGRAMS if p.name in ("mlp", "convnet")],
+@pytest.mark.parametrize("prog", [p for p in PROGRAMS if p.name in ("mlp", "convnet", "rnn_lm")],
                          ids=lambda p: p.name)
 def test_adam_training_steps(prog, backend):
     """Three Adam steps (pytree state, python-scalar step count) match jax.jit; one trace."""
@@ -119,3 +120,29 @@ def test_adam_training_steps(prog, backend):
         b = want(*b[:3], float(t), *inputs)
     _close(a, b, prog.atol * 10, prog.rtol * 10, f"{prog.name} adam on {backend}")
     assert ours.trace_count == 1
+
+
+def _accumulating_step(loss):
+    """An SGD step whose gradient is summed over micro-batches by a lax.fori_loop."""
+    def step(params, micro):
+        def acc(i, g):
+            return jax.tree.map(jnp.add, g, jax.grad(loss)(params, micro[i]))
+        g = lax.fori_loop(0, micro.shape[0], acc, jax.tree.map(jnp.zeros_like, params))
+        return jax.tree.map(lambda w, d: w - 0.5 * d / micro.shape[0], params, g)
+    return step
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rnn_lm_trained_with_fori_loop_accumulation(backend):
+    """The lax.scan language model, three steps of a fori_loop gradient accumulation over two
+    micro-batches each, equal to jax.jit."""
+    prog = next(p for p in PROGRAMS if p.name == "rnn_lm")
+    params, _ = _setup(prog)
+    r = np.random.RandomState(2)
+    data = [r.randint(0, 6, (2, 3, 7)).astype(np.int32) for _ in range(3)]
+    step = _accumulating_step(prog.fn)
+    ours, want = rlx_jax.jit(step, backend=backend), jax.jit(step)
+    a = b = params
+    for micro in data:
+        a, b = ours(a, micro), want(b, micro)
+    _close(a, b, prog.atol * 10, prog.rtol * 10, f"rnn_lm accumulation on {backend}")
