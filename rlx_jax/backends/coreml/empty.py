@@ -21,6 +21,7 @@ from ...ir.interpret import where
 from ...ir.ops import OpKind as K
 from ...ir.rewrite import dce
 from .mil import _init_value
+from .empty_control import fold_scan, zero_length
 from .rank import copy_node
 
 
@@ -63,6 +64,7 @@ FOLDS = {  # kind -> fold(builder, node, new operands) for a non-empty result of
     K.ScatterAdd: lambda b, n, ins: (ins[0],),
     K.DynamicUpdateSlice: lambda b, n, ins: (ins[0],),
     **{k: lambda b, n, ins: _filled(b, n, 0) for k in CONTRACTIONS},
+    K.Scan: fold_scan,                               # zero-length: its initial carry
 }
 
 
@@ -136,7 +138,7 @@ def fold_empty(graph, constants_on_host=True):
         ins = [env[v.id] for v in n.inputs]
         if all(o.size == 0 for o in n.outputs):
             outs = [Known(o) for o in n.outputs]
-        elif any(isinstance(x, Known) for x in ins):
+        elif any(isinstance(x, Known) for x in ins) or zero_length(n):
             b.src = n.src
             outs = FOLDS.get(n.kind, lambda b, n, ins: _refuse(n))(b, n, ins)
         else:

@@ -27,7 +27,7 @@ from .legality import MAX_RANK
 
 def copy_node(b, node, inputs):
     """Appends a copy of `node` on new `inputs` to the builder's graph; returns its outputs."""
-    new = Node(node.kind, inputs, node.attrs, node.src)
+    new = Node(node.kind, inputs, node.attrs, node.src, node.regions)
     new.outputs = tuple(Value(o.shape, o.dtype, new, i) for i, o in enumerate(node.outputs))
     b.graph.nodes.append(new)
     if node.kind is K.Input:
