@@ -1,7 +1,8 @@
 """Control flow: cond / switch / while_loop / fori_loop / scan / map as If / While / Scan nodes
 with regions. The oracle is JAX on CPU; gradients against jax.grad and float64 central
-differences. The `xla` backend re-emits them as lax control flow; MLX and Core ML do not lower
-them yet and must refuse them by name and source line."""
+differences. The `xla` backend re-emits them as lax control flow; Core ML lowers them to MIL
+cond / while_loop (checked here through the MIL reference executor, float32 NumPy); MLX does
+not lower them yet and must refuse them by name and source line."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -75,12 +76,23 @@ def while_dynamic(x, n):
                           (jnp.int32(0), x))[1]
 
 
+def _needs(backend):
+    if backend not in rlx_jax.available_backends():
+        pytest.skip(f"{backend} is not available here")
+
+
+# float32 on both; the Core ML executor is float32 NumPy, op by op (rtol 1e-4 / atol 1e-5)
+TOL = {"xla": dict(rtol=1e-5, atol=1e-5), "coreml": dict(rtol=1e-4, atol=1e-5)}
+
+
+@pytest.mark.parametrize("backend", ["xla", "coreml"])
 @pytest.mark.parametrize("name", sorted(DIFFERENTIABLE))
-def test_forward_and_grad_match_jax_on_xla(name):
+def test_forward_and_grad_match_jax(name, backend):
+    _needs(backend)
     f, x = DIFFERENTIABLE[name]
-    got = rlx_jax.jit(f, backend="xla")(W, x)
-    np.testing.assert_allclose(got, f(W, x), rtol=1e-5, atol=1e-5)
-    g = rlx_jax.jit(jax.grad(f, argnums=(0, 1)), backend="xla")(W, x)
+    got = rlx_jax.jit(f, backend=backend)(W, x)
+    np.testing.assert_allclose(got, f(W, x), **TOL[backend])
+    g = rlx_jax.jit(jax.grad(f, argnums=(0, 1)), backend=backend)(W, x)
     for a, b in zip(g, jax.grad(f, argnums=(0, 1))(W, x)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
@@ -99,10 +111,12 @@ def test_grad_matches_finite_differences_in_float64(name):
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("backend", ["xla", "coreml"])
 @pytest.mark.parametrize("n", [0, 1, 3])
-def test_while_loop_zero_one_and_many_iterations(n):
-    got = rlx_jax.jit(while_dynamic, backend="xla")(X, np.int32(n))
-    np.testing.assert_allclose(got, while_dynamic(X, np.int32(n)), rtol=1e-6)
+def test_while_loop_zero_one_and_many_iterations(n, backend):
+    _needs(backend)
+    got = rlx_jax.jit(while_dynamic, backend=backend)(X, np.int32(n))
+    np.testing.assert_allclose(got, while_dynamic(X, np.int32(n)), rtol=1e-5, atol=1e-6)
 
 
 def test_while_loop_forward_mode():
@@ -111,14 +125,19 @@ def test_while_loop_forward_mode():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_zero_length_scan_and_pytree_carry():
+@pytest.mark.parametrize("backend", ["xla", "coreml"])
+def test_zero_length_scan_and_pytree_carry(backend):
+    _needs(backend)
+
     def f(xs):
         (a, b), ys = lax.scan(lambda c, x: ((c[0] + x, c[1] * 2), c[0] * 3), (jnp.ones(3), 1.0),
                               xs)
         return a, b, ys
     for xs in (np.zeros((0, 3), np.float32), XS[:, 0]):
-        for got, want in zip(rlx_jax.jit(f, backend="xla")(xs), f(xs)):
-            np.testing.assert_allclose(got, want)
+        got = rlx_jax.jit(f, backend=backend)(xs)
+        for a, b in zip(got, f(xs)):
+            assert np.shape(a) == np.shape(b)
+            np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
 def test_vmap_of_cond_becomes_a_select():
@@ -151,9 +170,92 @@ def test_printed_ir_nests_regions_with_source_lines():
     assert "test_control.py" in if_line
 
 
-@pytest.mark.parametrize("backend", ["mlx", "coreml"])
+@pytest.mark.parametrize("backend", ["mlx"])
 def test_backends_without_control_flow_refuse_it_by_name_and_line(backend):
     if backend not in rlx_jax.available_backends():
         pytest.skip(f"{backend} is not available here")
     with pytest.raises(LegalizationError, match=r"Scan.*test_control.py:\d+"):
         rlx_jax.jit(rnn, backend=backend)(W, XS)
+
+
+# ---- Core ML: structure of the MIL program (op types, nested blocks included) ----
+
+def _mil_ops(f, *args):
+    _needs("coreml")
+    return rlx_jax.jit(f, backend="coreml").lower(*args).op_counts(level="backend")
+
+
+def test_coreml_scan_is_one_while_loop_writing_ys_with_scatter_nd():
+    """Given: lax.scan of an RNN cell over 5 steps, carry f32[2,3], y a scalar per step.
+    Result: one while_loop (not unrolled): the step reads x with one gather, writes y into its
+    [5] buffer with one scatter_nd, and the body's own ops (2 matmul, tanh) appear once."""
+    counts = _mil_ops(rnn, W, XS)
+    assert counts["while_loop"] == 1 and counts["gather"] == 1, counts
+    assert counts["scatter_nd"] == 1 and counts["matmul"] == 2 and counts["tanh"] == 1, counts
+    assert "cond" not in counts and "slice_update" not in counts, counts
+
+
+def test_coreml_switch_is_nested_conds_on_the_index():
+    """Given: lax.switch over 3 branches.
+    Result: 2 nested cond ops, each testing index <= k with less_equal; no select."""
+    counts = _mil_ops(switch_clamped, W, X)
+    assert counts["cond"] == 2 and counts["less_equal"] == 2, counts
+    assert "select" not in counts and "while_loop" not in counts, counts
+
+
+def test_coreml_cond_is_one_cond():
+    """Given: lax.cond on a traced predicate.
+    Result: one cond with the true branch's matmul and sin inside it."""
+    counts = _mil_ops(cond_pred, W, X)
+    assert counts["cond"] == 1 and counts["matmul"] == 1 and counts["sin"] == 1, counts
+
+
+def test_coreml_while_is_one_while_loop():
+    """Given: lax.while_loop with a traced bound.
+    Result: one while_loop whose cond block compares with less and whose body holds the sin;
+    no scatter (no stacked outputs)."""
+    counts = _mil_ops(while_dynamic, X, np.int32(3))
+    assert counts["while_loop"] == 1 and counts["less"] == 1 and counts["sin"] == 1, counts
+    assert "scatter_nd" not in counts, counts
+
+
+def test_coreml_zero_length_scan_builds_no_loop():
+    """Given: a scan over xs: f32[0,3] with a carry.
+    Result: the scan is folded to its initial carry before lowering: no while_loop."""
+    def f(xs, c):
+        return lax.scan(lambda c, x: (c + x, c), c, xs)
+    counts = _mil_ops(f, np.zeros((0, 3), np.float32), np.ones(3, np.float32))
+    assert "while_loop" not in counts, counts
+
+
+def test_coreml_region_values_are_checked_like_top_level_ones():
+    """Given: a scan whose body computes in float64 (x64 on).
+    Result: a LoweringError naming the f64 value, the Cast inside the body and its line."""
+    _needs("coreml")
+    from rlx_jax.errors import RlxError
+    with jax.enable_x64(True):
+        def f(xs):
+            body = lambda c, x: (c + jnp.sin(x.astype(jnp.float64)).sum().astype(  # noqa: E731
+                jnp.float32), None)
+            return lax.scan(body, jnp.float32(0), xs)[0]
+        with pytest.raises(RlxError, match=r"f64\[3\] produced by Cast(.|\n)*test_control.py"):
+            rlx_jax.jit(f, backend="coreml")(XS[:, 0])
+
+
+@pytest.mark.parametrize("backend", ["xla", "coreml"])
+def test_scan_with_bool_and_int_ys_and_a_cond_in_a_while(backend):
+    """bool ys (buffered as int32 on Core ML), int32 ys, a scalar x slice, reverse; and a cond
+    inside a while body."""
+    _needs(backend)
+
+    def f(xs, n):
+        c, (pos, cnt) = lax.scan(lambda c, x: (c + x, (x > 0, jnp.int32(c > 0))), 0.0, xs,
+                                 reverse=True)
+        w = lax.while_loop(lambda s: s[0] < n,
+                           lambda s: (s[0] + 1, lax.cond(s[1].sum() > 0, jnp.cos, jnp.sin,
+                                                         s[1])), (jnp.int32(0), xs))[1]
+        return c, pos, cnt, w
+    xs, n = XS[:, 0, 0], np.int32(3)
+    for a, b in zip(rlx_jax.jit(f, backend=backend)(xs, n), f(xs, n)):
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
