@@ -259,3 +259,34 @@ def test_scan_with_bool_and_int_ys_and_a_cond_in_a_while(backend):
     for a, b in zip(rlx_jax.jit(f, backend=backend)(xs, n), f(xs, n)):
         assert np.asarray(a).dtype == np.asarray(b).dtype
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+
+def _scan_with_region_constant(k):
+    from rlx_jax.ir.graph import Builder, Graph
+    body = Builder(Graph("body"))
+    c, _ = body.input((64,), np.float32), body.input((3,), np.float32)
+    body.graph.outputs = [body.binary("add", c, body.const(np.full((64,), k, np.float32)))]
+    b = Builder(Graph("f"))
+    c0, xs = b.input((64,), np.float32), b.input((5, 3), np.float32)
+    b.graph.outputs = [b.add(K.Scan, (c0, xs), dict(length=5, reverse=False, num_consts=0,
+                                                     num_carry=1, unroll=1),
+                             regions=[body.graph])]
+    return b.graph.verify()
+
+
+def test_coreml_package_hash_sees_constants_inside_regions():
+    """Given: two scans that differ only in an array constant inside the body (printed alike,
+    `<f32[64]>`).
+    Result: different package hashes, and each package gives its own result."""
+    _needs("coreml")
+    from rlx_jax.backends.base import get_backend
+    from rlx_jax.backends.coreml import package
+    g1, g2 = _scan_with_region_constant(1.0), _scan_with_region_constant(2.0)
+    assert g1.as_text() == g2.as_text()
+    opts = package.Options()
+    assert package.graph_hash(g1, opts) != package.graph_hash(g2, opts)
+    coreml, c0 = get_backend("coreml"), np.zeros(64, np.float32)
+    for k, g in ((1.0, g1), (2.0, g2)):
+        out, = coreml.lower(g)(c0, XS[:, 0])
+        np.testing.assert_allclose(out, np.full(64, 5 * k), rtol=1e-6)
