@@ -290,3 +290,16 @@ def test_coreml_package_hash_sees_constants_inside_regions():
     for k, g in ((1.0, g1), (2.0, g2)):
         out, = coreml.lower(g)(c0, XS[:, 0])
         np.testing.assert_allclose(out, np.full(64, 5 * k), rtol=1e-6)
+
+
+def test_coreml_rank_rewrite_reaches_into_regions():
+    """Given: a scan body tiling f32[2,3,4] by (2,1,3) (JAX broadcasts through rank 6).
+    Result: the region is rewritten at rank <= 5 like a top-level graph (rank_control.py), and
+    matches JAX."""
+    _needs("coreml")
+    xs = R.randn(5, 2, 3, 4).astype(np.float32)
+
+    def f(xs):
+        return lax.scan(lambda c, x: (c + jnp.tile(x, (2, 1, 3)), None), jnp.zeros((4, 3, 12)),
+                        xs)[0]
+    np.testing.assert_allclose(rlx_jax.jit(f, backend="coreml")(xs), f(xs), rtol=1e-6)

@@ -23,6 +23,7 @@ from ...ir.graph import Builder, Node, Value
 from ...ir.ops import OpKind as K
 from ...ir.rewrite import dce
 from .legality import MAX_RANK
+from .rank_control import lower_region_ranks
 
 
 def copy_node(b, node, inputs):
@@ -200,7 +201,9 @@ def _lower_transposes(graph):
 
 def lower_rank(graph):
     """`graph` with its high-rank transposes and its rank-6 broadcast-merge / split-reduce
-    pairs rewritten at rank <= 5 (the same graph when it holds no value above rank 5)."""
+    pairs rewritten at rank <= 5 (the same graph when it holds no value above rank 5);
+    regions get the same rewrite (rank_control.py)."""
+    graph = lower_region_ranks(graph, lower_rank)
     if all(v.ndim <= MAX_RANK for n in graph.nodes for v in n.outputs):
         return graph
     graph = _lower_transposes(graph)
