@@ -303,3 +303,36 @@ def test_coreml_rank_rewrite_reaches_into_regions():
         return lax.scan(lambda c, x: (c + jnp.tile(x, (2, 1, 3)), None), jnp.zeros((4, 3, 12)),
                         xs)[0]
     np.testing.assert_allclose(rlx_jax.jit(f, backend="coreml")(xs), f(xs), rtol=1e-6)
+
+
+def _outer_as_carry(x, w, n):
+    return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, w, c[1] + 1.0),
+                          (jnp.int32(0), x, x))
+
+
+def _constant_carry(x, w, n):
+    return lax.while_loop(lambda c: c[0] < n,
+                          lambda c: (c[0] + 1, jnp.zeros_like(c[1]), c[1] + 1.0),
+                          (jnp.int32(0), x, w))
+
+
+def _swapped_carry(x, w, n):
+    return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[2], c[1]),
+                          (jnp.int32(0), x, w))
+
+
+def _scan_constant_carry(x, w, n):
+    return lax.scan(lambda c, r: (jnp.ones_like(c), c + r), x, jnp.stack([w] * 3))
+
+
+@pytest.mark.parametrize("backend", ["xla", "coreml"])
+@pytest.mark.parametrize("n", [0, 1, 2])
+@pytest.mark.parametrize("f", [_outer_as_carry, _constant_carry, _swapped_carry,
+                               _scan_constant_carry], ids=lambda f: f.__name__.strip("_"))
+def test_loop_carries_replaced_by_outer_values_constants_or_each_other(f, n, backend):
+    """Bodies whose results are an outer value, a constant (coremltools' while_loop builder
+    refuses a body result it knows the value of), or another carry."""
+    _needs(backend)
+    for a, b in zip(rlx_jax.jit(f, backend=backend)(X, W[:1] * X, np.int32(n)),
+                    f(X, W[:1] * X, np.int32(n))):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

@@ -49,6 +49,26 @@ def _region(ctx, region, args):
     return [ctx.mb.identity(x=o) if id(o) in passed else o for o in outs]
 
 
+def _not_constant(ctx, outs, anchor):
+    """Loop-body results coremltools' builder must not see as constants. while_loop rebuilds
+    its blocks with unknown inputs when a result's value differs from its loop var's, and then
+    refuses any result whose value is still known (a carry reset to a constant each step).
+    `select(flag, k, k)` is k whatever `flag` is; a flag computed from the block input
+    `anchor` (a loop var) has no value at build time, so the result is no constant."""
+    if all(o.val is None for o in outs):
+        return outs
+    from coremltools.converters.mil.mil import types
+    mb = ctx.mb
+    flag = anchor
+    if anchor.rank:
+        flag = mb.slice_by_size(x=anchor, begin=ctx.ints([0] * anchor.rank),
+                                size=ctx.ints([1] * anchor.rank))
+        flag = mb.reshape(x=flag, shape=np.zeros((0,), np.int32))
+    if flag.dtype != types.bool:
+        flag = mb.cast(x=flag, dtype="bool")
+    return [o if o.val is None else mb.select(cond=flag, a=o, b=o) for o in outs]
+
+
 def _no_empty(node):
     """Core ML has no empty tensors; top-level ones are folded before lowering (empty.py)."""
     if any(0 in v.shape for v in (*node.inputs, *node.outputs)):
@@ -87,7 +107,8 @@ def _while(ctx, node, *operands):
         refuse(node, "a while loop without loop-carried values")
     outs = ctx.mb.while_loop(
         _cond=lambda *carry: _region(ctx, cond, (*cc, *carry))[0],
-        _body=lambda *carry: tuple(_region(ctx, body, (*bc, *carry))),
+        _body=lambda *carry: tuple(_not_constant(ctx, _region(ctx, body, (*bc, *carry)),
+                                                 carry[0])),
         loop_vars=tuple(init))
     return _result(node, outs)
 
@@ -111,7 +132,7 @@ def _scan(ctx, node, *operands):
         carry, buffers = state[:ncarry], state[ncarry:]
         pos = mb.sub(x=np.int32(length - 1), y=i) if reverse else i
         slices = [mb.gather(x=x, indices=pos, axis=0) for x in xs]
-        outs = _region(ctx, body, (*consts, *carry, *slices))
+        outs = _not_constant(ctx, _region(ctx, body, (*consts, *carry, *slices)), i)
         at = mb.reshape(x=pos, shape=np.ones((2,), np.int32)) if buffers else None
         new = []
         for buf, y, b in zip(buffers, outs[ncarry:], is_bool):
