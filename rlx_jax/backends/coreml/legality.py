@@ -1,14 +1,14 @@
 """What Core ML tensors can hold, checked before lowering, and the model-boundary conversions.
 
-Core ML programs compute in float32, float16, int32 and bool, at rank <= 5. Nodes inside
-control-flow regions (If / While / Scan bodies) are checked like top-level ones; a zero-size
-value there is refused (only top-level ones are folded away), and narrowed integers there need
-bounds the interval analysis does not give, so they are refused too. float64 and
+Core ML programs compute in float32, float16, int32 and bool, at rank <= 5. float64 and
 bfloat16 are refused with a LoweringError naming the node. Other integer dtypes (int8/16/64,
 uint8/16/32) are narrowed to int32 only where an interval analysis proves every value fits
 both int32 and the value's own dtype (so no wrap-around can differ): e.g. uint8 image inputs,
 iota/index arithmetic in gradients. Zero-sized values never get here: the backend folds them
 out of the graph first (empty.py); one left at the model boundary is refused.
+Nodes inside control-flow regions (If / While / Scan bodies) are checked like top-level ones; a
+zero-size value there is refused (only top-level ones are folded away), and so is a narrowed
+integer there (the interval analysis proves no bounds inside regions).
 Model inputs/outputs: bool and narrowed integers travel as int32, rank-0 values as shape (1,);
 the host side converts back, so the user sees JAX's dtypes and shapes.
 """
