@@ -2,8 +2,8 @@
 with regions. The oracle is JAX on CPU; gradients against jax.grad and float64 central
 differences. The `xla` backend re-emits them as lax control flow; MLX lowers them (If as a
 select, While and long Scans as host loops, short Scans unrolled: backends/mlx/rules_control.py),
-compiled and eager (`compile=False`) alike; Core ML does not lower them yet and must refuse them
-by name and source line."""
+compiled and eager (`compile=False`) alike; Core ML lowers them to MIL cond / while_loop (checked
+here through the MIL reference executor, float32 NumPy)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,14 +11,15 @@ import pytest
 from jax import lax
 
 import rlx_jax
-from rlx_jax.errors import LegalizationError, LoweringError
+from rlx_jax.errors import LoweringError
 from rlx_jax.ir.ops import OpKind as K
 
 from .conftest import BACKENDS
 
-# (backend, options): xla; mlx compiled (mx.compile, segments around host loops) and eager
-CONFIGS = [("xla", {})] + ([("mlx", {}), ("mlx", {"compile": False})] if "mlx" in BACKENDS
-                           else [])
+# (backend, options): xla; mlx compiled (mx.compile, segments around host loops) and eager;
+# coreml (MIL cond / while_loop, run by the MIL reference executor on Linux)
+CONFIGS = ([("xla", {})] + ([("mlx", {}), ("mlx", {"compile": False})] if "mlx" in BACKENDS
+                            else []) + ([("coreml", {})] if "coreml" in BACKENDS else []))
 CONFIG_IDS = [b + ("-eager" if o else "") for b, o in CONFIGS]
 configs = pytest.mark.parametrize("backend,options", CONFIGS, ids=CONFIG_IDS)
 needs_mlx = pytest.mark.skipif("mlx" not in BACKENDS, reason="mlx is not installed")
@@ -166,12 +167,6 @@ def test_printed_ir_nests_regions_with_source_lines():
     assert if_line.startswith("          ")                   # inside the scan body
     assert sum(ln.lstrip().startswith("region ") for ln in lines) == 3
     assert "test_control.py" in if_line
-
-
-@pytest.mark.skipif("coreml" not in BACKENDS, reason="coremltools is not installed")
-def test_coreml_refuses_control_flow_by_name_and_line():
-    with pytest.raises(LegalizationError, match=r"Scan.*test_control.py:\d+"):
-        rlx_jax.jit(rnn, backend="coreml")(W, XS)
 
 
 # ---- MLX: how each kind lowers (backends/mlx/rules_control.py), asserted structurally ----
@@ -357,3 +352,168 @@ def test_mlx_control_flow_where_mx_compile_is_unavailable(monkeypatch):
     exe = _executable(g)
     assert exe.runtime == "mlx-eager" and exe.segments is None
     assert [p[2] for p in exe.plan] == ["host loop", "host loop"]
+
+
+def _needs(backend):
+    if backend not in BACKENDS:
+        pytest.skip(f"{backend} is not available here")
+
+
+# ---- Core ML: structure of the MIL program (op types, nested blocks included) ----
+
+def _mil_ops(f, *args):
+    _needs("coreml")
+    return rlx_jax.jit(f, backend="coreml").lower(*args).op_counts(level="backend")
+
+
+def test_coreml_scan_is_one_while_loop_writing_ys_with_scatter_nd():
+    """Given: lax.scan of an RNN cell over 5 steps, carry f32[2,3], y a scalar per step.
+    Result: one while_loop (not unrolled): the step reads x with one gather, writes y into its
+    [5] buffer with one scatter_nd, and the body's own ops (2 matmul, tanh) appear once."""
+    counts = _mil_ops(rnn, W, XS)
+    assert counts["while_loop"] == 1 and counts["gather"] == 1, counts
+    assert counts["scatter_nd"] == 1 and counts["matmul"] == 2 and counts["tanh"] == 1, counts
+    assert "cond" not in counts and "slice_update" not in counts, counts
+
+
+def test_coreml_switch_is_nested_conds_on_the_index():
+    """Given: lax.switch over 3 branches.
+    Result: 2 nested cond ops, each testing index <= k with less_equal; no select."""
+    counts = _mil_ops(switch_clamped, W, X)
+    assert counts["cond"] == 2 and counts["less_equal"] == 2, counts
+    assert "select" not in counts and "while_loop" not in counts, counts
+
+
+def test_coreml_cond_is_one_cond():
+    """Given: lax.cond on a traced predicate.
+    Result: one cond with the true branch's matmul and sin inside it."""
+    counts = _mil_ops(cond_pred, W, X)
+    assert counts["cond"] == 1 and counts["matmul"] == 1 and counts["sin"] == 1, counts
+
+
+def test_coreml_while_is_one_while_loop():
+    """Given: lax.while_loop with a traced bound.
+    Result: one while_loop whose cond block compares with less and whose body holds the sin;
+    no scatter (no stacked outputs)."""
+    counts = _mil_ops(while_dynamic, X, np.int32(3))
+    assert counts["while_loop"] == 1 and counts["less"] == 1 and counts["sin"] == 1, counts
+    assert "scatter_nd" not in counts, counts
+
+
+def test_coreml_zero_length_scan_builds_no_loop():
+    """Given: a scan over xs: f32[0,3] with a carry.
+    Result: the scan is folded to its initial carry before lowering: no while_loop."""
+    def f(xs, c):
+        return lax.scan(lambda c, x: (c + x, c), c, xs)
+    counts = _mil_ops(f, np.zeros((0, 3), np.float32), np.ones(3, np.float32))
+    assert "while_loop" not in counts, counts
+
+
+def test_coreml_region_values_are_checked_like_top_level_ones():
+    """Given: a scan whose body computes in float64 (x64 on).
+    Result: a LoweringError naming the f64 value, the Cast inside the body and its line."""
+    _needs("coreml")
+    from rlx_jax.errors import RlxError
+    with jax.enable_x64(True):
+        def f(xs):
+            body = lambda c, x: (c + jnp.sin(x.astype(jnp.float64)).sum().astype(  # noqa: E731
+                jnp.float32), None)
+            return lax.scan(body, jnp.float32(0), xs)[0]
+        with pytest.raises(RlxError, match=r"f64\[3\] produced by Cast(.|\n)*test_control.py"):
+            rlx_jax.jit(f, backend="coreml")(XS[:, 0])
+
+
+@pytest.mark.parametrize("backend", ["xla", "coreml"])
+def test_scan_with_bool_and_int_ys_and_a_cond_in_a_while(backend):
+    """bool ys (buffered as int32 on Core ML), int32 ys, a scalar x slice, reverse; and a cond
+    inside a while body."""
+    _needs(backend)
+
+    def f(xs, n):
+        c, (pos, cnt) = lax.scan(lambda c, x: (c + x, (x > 0, jnp.int32(c > 0))), 0.0, xs,
+                                 reverse=True)
+        w = lax.while_loop(lambda s: s[0] < n,
+                           lambda s: (s[0] + 1, lax.cond(s[1].sum() > 0, jnp.cos, jnp.sin,
+                                                         s[1])), (jnp.int32(0), xs))[1]
+        return c, pos, cnt, w
+    xs, n = XS[:, 0, 0], np.int32(3)
+    for a, b in zip(rlx_jax.jit(f, backend=backend)(xs, n), f(xs, n)):
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+
+def _scan_with_region_constant(k):
+    from rlx_jax.ir.graph import Builder, Graph
+    body = Builder(Graph("body"))
+    c, _ = body.input((64,), np.float32), body.input((3,), np.float32)
+    body.graph.outputs = [body.binary("add", c, body.const(np.full((64,), k, np.float32)))]
+    b = Builder(Graph("f"))
+    c0, xs = b.input((64,), np.float32), b.input((5, 3), np.float32)
+    b.graph.outputs = [b.add(K.Scan, (c0, xs), dict(length=5, reverse=False, num_consts=0,
+                                                     num_carry=1, unroll=1),
+                             regions=[body.graph])]
+    return b.graph.verify()
+
+
+def test_coreml_package_hash_sees_constants_inside_regions():
+    """Given: two scans that differ only in an array constant inside the body (printed alike,
+    `<f32[64]>`).
+    Result: different package hashes, and each package gives its own result."""
+    _needs("coreml")
+    from rlx_jax.backends.base import get_backend
+    from rlx_jax.backends.coreml import package
+    g1, g2 = _scan_with_region_constant(1.0), _scan_with_region_constant(2.0)
+    assert g1.as_text() == g2.as_text()
+    opts = package.Options()
+    assert package.graph_hash(g1, opts) != package.graph_hash(g2, opts)
+    coreml, c0 = get_backend("coreml"), np.zeros(64, np.float32)
+    for k, g in ((1.0, g1), (2.0, g2)):
+        out, = coreml.lower(g)(c0, XS[:, 0])
+        np.testing.assert_allclose(out, np.full(64, 5 * k), rtol=1e-6)
+
+
+def test_coreml_rank_rewrite_reaches_into_regions():
+    """Given: a scan body tiling f32[2,3,4] by (2,1,3) (JAX broadcasts through rank 6).
+    Result: the region is rewritten at rank <= 5 like a top-level graph (rank_control.py), and
+    matches JAX."""
+    _needs("coreml")
+    xs = R.randn(5, 2, 3, 4).astype(np.float32)
+
+    def f(xs):
+        return lax.scan(lambda c, x: (c + jnp.tile(x, (2, 1, 3)), None), jnp.zeros((4, 3, 12)),
+                        xs)[0]
+    np.testing.assert_allclose(rlx_jax.jit(f, backend="coreml")(xs), f(xs), rtol=1e-6)
+
+
+def _outer_as_carry(x, w, n):
+    return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, w, c[1] + 1.0),
+                          (jnp.int32(0), x, x))
+
+
+def _constant_carry(x, w, n):
+    return lax.while_loop(lambda c: c[0] < n,
+                          lambda c: (c[0] + 1, jnp.zeros_like(c[1]), c[1] + 1.0),
+                          (jnp.int32(0), x, w))
+
+
+def _swapped_carry(x, w, n):
+    return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[2], c[1]),
+                          (jnp.int32(0), x, w))
+
+
+def _scan_constant_carry(x, w, n):
+    return lax.scan(lambda c, r: (jnp.ones_like(c), c + r), x, jnp.stack([w] * 3))
+
+
+@pytest.mark.parametrize("backend", ["xla", "coreml"])
+@pytest.mark.parametrize("n", [0, 1, 2])
+@pytest.mark.parametrize("f", [_outer_as_carry, _constant_carry, _swapped_carry,
+                               _scan_constant_carry], ids=lambda f: f.__name__.strip("_"))
+def test_loop_carries_replaced_by_outer_values_constants_or_each_other(f, n, backend):
+    """Bodies whose results are an outer value, a constant (coremltools' while_loop builder
+    refuses a body result it knows the value of), or another carry."""
+    _needs(backend)
+    for a, b in zip(rlx_jax.jit(f, backend=backend)(X, W[:1] * X, np.int32(n)),
+                    f(X, W[:1] * X, np.int32(n))):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

@@ -28,6 +28,8 @@ SUPPORTED_OPS = frozenset({
     # high-level forward kinds (native MIL kernels: mil_nn*.py)
     K.Softmax, K.LayerNorm, K.RmsNorm, K.GroupNorm, K.Attention, K.Rope, K.AdaLayerNorm,
     K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
+    # control flow (mil_control.py: cond / while_loop, iOS15+ MIL ops)
+    K.If, K.While, K.Scan,
 })
 
 # Native MIL backward kernels (mil_nn*.py); CLAIM_PREDICATES narrows some to the

@@ -20,6 +20,7 @@ from ...ir.interpret import where
 from ...ir.ops import OpKind as K
 from ...ir.rewrite import copy_node, dce, rewrite
 from .table import init_value
+from .empty_control import fold_scan, zero_length
 
 
 def _concat(b, node, ins, empty):
@@ -50,6 +51,7 @@ FOLDS = {  # kind -> fold(builder, node, new operands, which operands are empty)
     K.ScatterAdd: lambda b, n, ins, empty: (ins[0],),
     K.DynamicUpdateSlice: lambda b, n, ins, empty: (ins[0],),
     **{k: lambda b, n, ins, empty: _filled(b, n, 0) for k in CONTRACTIONS},
+    K.Scan: lambda b, n, ins, empty: fold_scan(b, n, ins, empty, _refuse),  # its initial carry
 }
 
 
@@ -121,7 +123,10 @@ def fold_empty(graph, constants_on_host=True):
             known.update(o.id for o in node.outputs)
             return None
         empty = [v.id in known for v in node.inputs]
-        return FOLDS.get(node.kind, _refuse)(b, node, ins, empty) if any(empty) else None
+        if not (any(empty) or zero_length(node)):
+            return None
+        known.update(o.id for o in node.outputs if o.size == 0)   # e.g. a 0-length scan's ys
+        return FOLDS.get(node.kind, _refuse)(b, node, ins, empty)
     g, _ = rewrite(graph, fold, "fold_empty")
     kept = [v.node.attrs["index"] for v in graph.inputs if v.id not in known]
     results, model_outs = [], []

@@ -14,6 +14,7 @@ import numpy as np
 from ...errors import LoweringError
 from . import executor_nn  # noqa: F401  (NumPy versions of the nn kernels' MIL ops)
 from .executor_ops import OVERRIDES
+from .executor_control import BLOCK_OPS, live_ops
 
 
 def _np(var):
@@ -32,7 +33,7 @@ class MilReferenceExecutor:
         prog = load(spec, spec.specificationVersion, weights)
         func = prog.functions["main"]
         self.opset = func.opset_version
-        self.ops = list(func.operations)
+        self.ops = live_ops(func.operations, func.outputs)   # (executor_control.py)
         self.input_names = list(func.inputs)
         self.output_names = [v.name for v in func.outputs]
 
@@ -64,7 +65,9 @@ class MilReferenceExecutor:
 
         kwargs = {k: [value(x) for x in v] if isinstance(v, (list, tuple)) else value(v)
                   for k, v in op.inputs.items()}
-        if op.op_type in OVERRIDES:
+        if op.op_type in BLOCK_OPS:           # cond / while_loop (executor_control.py)
+            results = BLOCK_OPS[op.op_type](self, op, env)
+        elif op.op_type in OVERRIDES:
             results = OVERRIDES[op.op_type](**kwargs)
         else:
             results = self._reissue(op, kwargs)

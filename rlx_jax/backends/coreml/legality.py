@@ -6,6 +6,9 @@ uint8/16/32) are narrowed to int32 only where an interval analysis proves every 
 both int32 and the value's own dtype (so no wrap-around can differ): e.g. uint8 image inputs,
 iota/index arithmetic in gradients. Zero-sized values never get here: the backend folds them
 out of the graph first (empty.py); one left at the model boundary is refused.
+Nodes inside control-flow regions (If / While / Scan bodies) are checked like top-level ones; a
+zero-size value there is refused (only top-level ones are folded away), and so is a narrowed
+integer there (the interval analysis proves no bounds inside regions).
 Model inputs/outputs: bool and narrowed integers travel as int32, rank-0 values as shape (1,);
 the host side converts back, so the user sees JAX's dtypes and shapes.
 """
@@ -54,11 +57,17 @@ def check_graph(graph):
     """Refuses what Core ML cannot represent; returns the Boundary of the program."""
     bounds = None
     boundary = {v.id for v in graph.inputs} | {v.id for v in graph.outputs}
-    for n in graph.nodes:
+    top = {id(n) for n in graph.nodes}
+    for n in graph.walk():             # region nodes (If / While / Scan bodies) too
         for v in n.outputs:
             if v.ndim > MAX_RANK:
                 _refuse(v, n, f"rank {v.ndim} > {MAX_RANK}",
                         "reshape to rank <= 5 (merge leading axes), or use backend='mlx'")
+            if 0 in v.shape and id(n) not in top:
+                _refuse(v, n, "a zero-size value inside a control-flow region (Core ML has "
+                        "no empty tensors, and only top-level values are folded away)",
+                        "avoid the empty value inside the loop or branch, or use "
+                        "backend='xla'")
             if 0 in v.shape and v.id in boundary:
                 _refuse(v, n, "Core ML model inputs/outputs cannot be empty",
                         "fold zero-size values first (backends/coreml/empty.py: fold_empty), "
@@ -67,9 +76,9 @@ def check_graph(graph):
                 continue
             if v.dtype.kind in "iu":
                 bounds = bounds if bounds is not None else intervals(graph)
-                if _fits(v, bounds[v.id]):
+                b = bounds.get(v.id)       # none for region values: nothing proven there
+                if _fits(v, b):
                     continue
-                b = bounds[v.id]
                 _refuse(v, n, f"Core ML computes integers in int32 only, and these "
                         f"{v.dtype.name} values are not provably in int32 range without "
                         f"wrap-around (bounds {list(b) if b else 'unknown'})",

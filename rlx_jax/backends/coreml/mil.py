@@ -27,7 +27,7 @@ class MilProgram:
 
     def op_counts(self):
         counts = {}
-        for op in self.program.functions["main"].operations:
+        for op in _ops(self.program.functions["main"].operations):
             if op.op_type == "const":
                 continue
             counts[op.op_type] = counts.get(op.op_type, 0) + 1
@@ -37,10 +37,19 @@ class MilProgram:
         return str(self.program)
 
 
+def _ops(operations):
+    """Every operation, those in nested blocks (cond, while_loop) included."""
+    for op in operations:
+        yield op
+        for block in op.blocks:
+            yield from _ops(block.operations)
+
+
 def load_families():
     """Imports every rule family, filling MIL_RULES."""
     from . import mil_conv, mil_elementwise, mil_index, mil_reduce, mil_shape  # noqa: F401
     from . import mil_nn, mil_nn_attn, mil_nn_conv  # noqa: F401
+    from . import mil_control  # noqa: F401
 
 
 def sanitize(name, used):

@@ -116,7 +116,7 @@ def graph_hash(graph, options):
     h.update(graph.as_text().encode())
     for v in graph.inputs + graph.outputs:
         h.update(v.type_str().encode())
-    for n in graph.nodes:
+    for n in graph.walk():             # regions' constants too
         if n.kind is K.Constant:
             val = np.ascontiguousarray(n.attrs["value"])
             h.update(str((val.dtype, val.shape)).encode())

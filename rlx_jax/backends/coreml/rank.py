@@ -22,6 +22,7 @@ import numpy as np
 from ...ir.ops import OpKind as K
 from ...ir.rewrite import dce, rewrite
 from .legality import MAX_RANK
+from .rank_control import lower_region_ranks
 
 
 def _groups(big, small):
@@ -183,7 +184,9 @@ def _lower_transposes(graph):
 
 def lower_rank(graph):
     """`graph` with its high-rank transposes and its rank-6 broadcast-merge / split-reduce
-    pairs rewritten at rank <= 5 (the same graph when it holds no value above rank 5)."""
+    pairs rewritten at rank <= 5 (the same graph when it holds no value above rank 5);
+    regions get the same rewrite (rank_control.py)."""
+    graph = lower_region_ranks(graph, lower_rank)
     if all(v.ndim <= MAX_RANK for n in graph.nodes for v in n.outputs):
         return graph
     graph = _lower_transposes(graph)
