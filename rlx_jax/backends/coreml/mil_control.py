@@ -35,7 +35,7 @@ import numpy as np
 from ...ir.interpret import interpret
 from ...ir.ops import OpKind as K
 from .legality import mil_np_dtype
-from .mil import MIL_RULES, mil_rule, refuse
+from .table import MIL_RULES, mil_rule, refuse
 
 MIN_TARGET = {K.If: "iOS15", K.While: "iOS15", K.Scan: "iOS15"}   # per kind; see above
 
