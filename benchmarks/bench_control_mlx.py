@@ -19,7 +19,6 @@ Run: python benchmarks/bench_control_mlx.py [--steps 256] [--hidden 64] [--batch
 """
 import argparse
 import os
-import statistics
 import tempfile
 import time
 
@@ -33,15 +32,7 @@ import rlx_jax
 from rlx_jax.backends.mlx import rules_control
 
 
-def bench(fn, n, warm=2):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+from bench_mlx import bench  # noqa: E402  (the median-of-n timer; benchmarks/ is on sys.path)
 
 
 def rnn_loss(w, u, xs):
