@@ -7,6 +7,7 @@ here through the MIL reference executor, float32 NumPy)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax import lax
 
@@ -517,3 +518,49 @@ def test_loop_carries_replaced_by_outer_values_constants_or_each_other(f, n, bac
     for a, b in zip(rlx_jax.jit(f, backend=backend)(X, W[:1] * X, np.int32(n)),
                     f(X, W[:1] * X, np.int32(n))):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+# ---- more forms: fori_loop with traced bounds, scan inside cond, optax.MultiSteps ----
+def fori_traced(x, n):
+    """A fori_loop whose bound is traced arrives as a While (a static one as a Scan)."""
+    return lax.fori_loop(0, n, lambda i, c: jnp.sin(c) + i.astype(c.dtype), x)
+
+
+def scan_in_cond(w, xs):
+    inner = lambda a: lax.scan(lambda c, x: (jnp.tanh(c + x @ w), c), a[0], a)[0]  # noqa: E731
+    return jnp.sum(lax.cond(jnp.sum(xs) > 0, inner, lambda a: a[0] * 2.0, xs))
+
+
+@configs
+def test_fori_loop_with_traced_bounds_is_a_while(backend, options):
+    lowered = rlx_jax.jit(fori_traced, backend=backend, **options).lower(X, np.int32(3))
+    assert "While" in lowered.op_counts() and "Scan" not in lowered.op_counts()
+    for n in (0, 3):
+        np.testing.assert_allclose(lowered.compile()(X, np.int32(n)), fori_traced(X, np.int32(n)),
+                                   rtol=1e-5, atol=1e-6)
+
+
+@configs
+def test_scan_inside_cond_forward_and_grad(backend, options):
+    for xs in (XS[:, 0], -np.abs(XS[:, 0])):
+        got = rlx_jax.jit(scan_in_cond, backend=backend, **options)(W, xs)
+        np.testing.assert_allclose(got, scan_in_cond(W, xs), rtol=1e-4, atol=1e-5)
+        g = rlx_jax.jit(jax.grad(scan_in_cond), backend=backend, **options)(W, xs)
+        np.testing.assert_allclose(g, jax.grad(scan_in_cond)(W, xs), rtol=1e-4, atol=1e-5)
+
+
+@configs
+def test_optax_multisteps_accumulates_through_a_cond(backend, options):
+    """optax.MultiSteps applies the inner optimizer every k-th step, chosen with lax.cond on
+    its step counter: four steps equal jax.jit's."""
+    opt = optax.MultiSteps(optax.adam(0.1), every_k_schedule=2)
+    loss = lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2)  # noqa: E731
+
+    def step(w, state, x):
+        updates, state = opt.update(jax.grad(loss)(w, x), state, w)
+        return optax.apply_updates(w, updates), state
+    ours, want = rlx_jax.jit(step, backend=backend, **options), jax.jit(step)
+    a = b = (W, opt.init(W))
+    for x in (X[:3], X[1:], X[:3] * 2, X[1:] - 1):
+        a, b = ours(*a, x), want(*b, x)
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-4, atol=1e-5)
