@@ -77,14 +77,18 @@ def _eqn_text(eqn, limit=200):
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _placeholder(aval):
-    """A stand-in value for an unsupported eqn's output, so tracing can go on and collect every
-    unsupported primitive; extended dtypes (PRNG keys) get a plain one."""
+def _plain_dtype(aval):
+    """The aval's numpy dtype; an extended dtype (a PRNG key) gets a plain stand-in, so tracing
+    can go on and collect every unsupported primitive that uses it."""
     try:
-        dtype = np.dtype(aval.dtype)
+        return np.dtype(aval.dtype)
     except TypeError:
-        dtype = np.dtype(np.uint32)
-    return Value(aval.shape, dtype)
+        return np.dtype(np.uint32)
+
+
+def _placeholder(aval):
+    """A stand-in value for an unsupported eqn's output."""
+    return Value(aval.shape, _plain_dtype(aval))
 
 
 class _Tracer:
@@ -137,7 +141,7 @@ class _Tracer:
     def region(self, closed, src):
         sub = _Tracer()
         sub.call_src = src
-        args = [sub.b.input(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
+        args = [sub.b.input(v.aval.shape, _plain_dtype(v.aval)) for v in closed.jaxpr.invars]
         sub.b.graph.outputs = sub.run(closed.jaxpr, closed.consts, args)
         for name, (count, text, why, where) in sub.missing.items():
             entry = self.missing.setdefault(name, [0, text, why, where])
