@@ -48,7 +48,10 @@ print(json.dumps({"calls": calls, "retraces": retraces}))
 
 
 def _measure(backend, tmp_path):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RLX_JAX_CACHE_DIR": str(tmp_path)}
+    # one malloc arena: on a loaded machine glibc opens an arena per busy compile thread, and
+    # that growth (not a leak, and not ours) would swamp the bound
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RLX_JAX_CACHE_DIR": str(tmp_path),
+           "MALLOC_ARENA_MAX": "1"}
     r = subprocess.run([sys.executable, "-c", MEASURE, backend], env=env, text=True,
                        capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
