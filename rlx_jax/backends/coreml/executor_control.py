@@ -14,15 +14,9 @@ consts so such a dummy never overwrites a value in the environment.
 import numpy as np
 
 from ...errors import LoweringError
+from ...ir.interpret import rule_table
 
-BLOCK_OPS = {}
-
-
-def _block_op(name):
-    def deco(fn):
-        BLOCK_OPS[name] = fn
-        return fn
-    return deco
+BLOCK_OPS, _block_op = rule_table("MIL executor block ops")
 
 
 def _value(env, v, op):
@@ -30,7 +24,8 @@ def _value(env, v, op):
         return env[v.name]
     if v.val is not None:
         return v.val
-    raise LoweringError(f"MIL executor: no value for {v.name} used by {op.op_type}")
+    raise LoweringError(f"MIL executor: no value for {v.name} used by "
+                        f"{getattr(op, 'op_type', 'a block output')}")
 
 
 def live_ops(operations, outputs):
@@ -41,16 +36,17 @@ def live_ops(operations, outputs):
                     and id(op.outputs[0]) not in outs)]
 
 
-def run_block(executor, block, env, args=()):
-    """Binds `args` to the block's inputs, runs its operations; returns its output values."""
+def run_block(executor, block, env, args=(), ops=None):
+    """Binds `args` to the block's inputs, runs its operations (`ops`: its live_ops, when the
+    caller runs it many times); returns its output values."""
     if len(args) != len(block.inputs):
         raise LoweringError(f"MIL executor: block {block.name} takes {len(block.inputs)} "
                             f"inputs, got {len(args)}")
     for var, val in zip(block.inputs, args):
         env[var.name] = val
-    for op in live_ops(block.operations, block.outputs):
+    for op in ops if ops is not None else live_ops(block.operations, block.outputs):
         executor._run(op, env)
-    return [_value(env, v, block.outer_op or op) for v in block.outputs]
+    return [_value(env, v, block.outer_op) for v in block.outputs]
 
 
 @_block_op("cond")
@@ -64,9 +60,11 @@ def _cond(executor, op, env):
 def _while_loop(executor, op, env):
     cond_block, body_block = op.blocks
     carry = [_value(env, v, op) for v in op.loop_vars]
+    cond_ops = live_ops(cond_block.operations, cond_block.outputs)
+    body_ops = live_ops(body_block.operations, body_block.outputs)
     while True:
-        pred, = run_block(executor, cond_block, env, carry)
+        pred, = run_block(executor, cond_block, env, carry, cond_ops)
         if not bool(np.asarray(pred).reshape(())):
             return carry
         carry = [np.asarray(v).astype(np.asarray(c).dtype, copy=False)
-                 for v, c in zip(run_block(executor, body_block, env, carry), carry)]
+                 for v, c in zip(run_block(executor, body_block, env, carry, body_ops), carry)]
