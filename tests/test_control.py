@@ -564,3 +564,16 @@ def test_optax_multisteps_accumulates_through_a_cond(backend, options):
     for x in (X[:3], X[1:], X[:3] * 2, X[1:] - 1):
         a, b = ours(*a, x), want(*b, x)
     np.testing.assert_allclose(a[0], b[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif("coreml" not in BACKENDS, reason="coremltools is not installed")
+def test_coreml_control_flow_targets_are_within_the_backend_floor():
+    """Every control kind Core ML claims states the deployment target its MIL ops need, and
+    that target is no newer than the oldest one the backend accepts (package.MIN_TARGET)."""
+    import coremltools as ct
+
+    from rlx_jax.backends.coreml import claims, mil_control, package
+    from rlx_jax.ir.ops import CONTROL
+    assert set(mil_control.MIN_TARGET) == CONTROL & claims.SUPPORTED_OPS == CONTROL
+    floor = getattr(ct.target, package.MIN_TARGET)
+    assert all(getattr(ct.target, t) <= floor for t in mil_control.MIN_TARGET.values())
