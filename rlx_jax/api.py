@@ -14,27 +14,39 @@ from . import options as _options
 from . import transforms
 from .arguments import (TracedArgument, leaf_names, leaf_signature, output_names,
                         raise_unhashable)
-from .backends.base import all_backends, get_backend, kept_kinds
+from .backends.base import all_backends, available_backends, get_backend, kept_kinds
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
+from .partitioned import PartitionedExecutable
 from .passes.legalize import legalize
 from .passes.recognize import recognize
+from .placement import plan, raise_host, warn_once
 
 
 class Lowered:
     """A traced and legalized program for one backend and one input signature."""
 
-    def __init__(self, graph, legalized, backend, options, in_tree, out_tree, timings, name):
-        self.graph, self.legalized, self.backend = graph, legalized, backend
+    def __init__(self, graph, placement, options, in_tree, out_tree, timings, name):
+        self.graph, self._placement = graph, placement
+        self.legalized, self.backend = placement.graph, placement.backend
         self.options, self.in_tree, self.out_tree = options, in_tree, out_tree
         self.timings, self.name = timings, name
         self._backend_program = None
 
+    def placement(self):
+        """Where each op runs (placement.Placement): the segments in order, device or host,
+        their ops (host ones with why), and the values crossing each boundary."""
+        return self._placement
+
     def as_text(self, level="ir"):
+        """level: "ir" (legalized), "traced", "placement" (the IR with each node's segment),
+        or "backend" (the backend's program)."""
         if level == "ir":
             return self.legalized.as_text()
         if level == "traced":
             return self.graph.as_text()
+        if level == "placement":
+            return self._placement.annotated_text()
         return self._program().as_text()
 
     def op_counts(self, level="ir"):
@@ -44,6 +56,10 @@ class Lowered:
         return self._program().op_counts()
 
     def _program(self):
+        if not self._placement.device_only:
+            raise BadArgumentError(
+                f"'{self.name}' runs in {len(self._placement.segments)} segments (some on the "
+                f"host); its backend program is per segment: see Lowered.placement()")
         if self._backend_program is None:
             build = getattr(self.backend, "build_program", None)
             if build is None:
@@ -56,7 +72,11 @@ class Lowered:
     def compile(self):
         t0 = time.perf_counter()
         opts = {k: v for k, v in self.options.items() if k != "output"}
-        exe = self.backend.lower(self.legalized, name=self.name, **opts)
+        if self._placement.device_only:
+            exe = self.backend.lower(self.legalized, name=self.name, **opts)
+        else:
+            warn_once(self._placement)
+            exe = PartitionedExecutable(self._placement, self.name, opts)
         self.timings["lower"] = time.perf_counter() - t0
         return Compiled(exe, self, self.options.get("output", _options.DEFAULT_OUTPUT))
 
@@ -214,8 +234,29 @@ class Jitted:
         self.trace_count += 1
         return graph, out_tree[0], {"make_jaxpr": t1 - t0, "frontend": t2 - t1}
 
-    def _get_backend(self, graph):
-        return get_backend(self.backend_name, graph)
+    def _place(self, graph):
+        """The Placement of `graph` on this function's backend; for backend="auto", on the
+        first available backend that runs it all, else the one with the fewest host ops."""
+        names = available_backends() if self.backend_name == "auto" else [self.backend_name]
+        best = None
+        for name in names:
+            backend = get_backend(name)
+            keep = kept_kinds(backend, self.options.get("native_backward", True))
+            fallback = "host" if len(names) > 1 else self.options.get("fallback", "host")
+            legal = legalize(graph, keep, backend=backend.name, fallback=fallback)
+            prepare = getattr(backend, "prepare", None)
+            legal = prepare(legal) if prepare is not None else legal
+            placed = plan(legal, backend, keep, fallback, options=self._backend_options())
+            if placed.device_only:
+                return placed
+            if best is None or len(placed.host) < len(best.host):
+                best = placed
+        if self.options.get("fallback") == "error":
+            raise_host(best.graph, best.backend, best.host)
+        return best
+
+    def _backend_options(self):
+        return {k: v for k, v in self.options.items() if k not in _options.COMMON}
 
     def lower(self, *args, **kwargs):
         try:
@@ -227,14 +268,12 @@ class Jitted:
     def _lower(self, key, args, kwargs):
         graph, out_tree, timings = self._trace(key, args, kwargs)
         graph = recognize(graph)
-        backend = self._get_backend(graph)
         t0 = time.perf_counter()
-        keep = kept_kinds(backend, self.options.get("native_backward", True))
-        legal = legalize(graph, keep, backend=backend.name)
+        placed = self._place(graph)
         timings["legalize"] = time.perf_counter() - t0
-        opts = {k: v for k, v in self.options.items() if k != "native_backward"}
-        opts.setdefault("output", _options.DEFAULT_OUTPUT)
-        return Lowered(graph, legal, backend, opts, key[0], out_tree, timings, self.__name__)
+        opts = self._backend_options()
+        opts["output"] = self.options.get("output", _options.DEFAULT_OUTPUT)
+        return Lowered(graph, placed, opts, key[0], out_tree, timings, self.__name__)
 
     def __call__(self, *args, **kwargs):
         try:

@@ -5,6 +5,7 @@ from .api import jit
 from .backends.coreml.backend import CoremlBackend, write_package
 from .backends.coreml.package import Options
 from .errors import BadArgumentError
+from .placement import raise_host
 
 
 def export_coreml(fun, *args, path, **options):
@@ -28,4 +29,11 @@ def export_coreml(fun, *args, path, **options):
                                                                   repr(fun)),
                    **options)
     assert isinstance(lowered.backend, CoremlBackend)
+    placed = lowered.placement()
+    if not placed.device_only:
+        raise_host(placed.graph, placed.backend, placed.host, what="export",
+                   todo="An .mlpackage holds one Core ML program and no host code: rewrite "
+                        "these ops (or move them out of the exported function), or run the "
+                        "function with rlx_jax.jit(..., backend='coreml'), which runs them on "
+                        "the host between Core ML segments.")
     return write_package(lowered.legalized, opts, os.fspath(path), lowered.timings)

@@ -1,7 +1,9 @@
 """Options of `rlx_jax.jit`, checked when `jit` is called, the same way for every backend.
 
 Common options (every backend): `output` (what results are: "jax" arrays, the default,
-"numpy" arrays, or the backend's "native" arrays) and `native_backward`. Each backend adds
+"numpy" arrays, or the backend's "native" arrays), `native_backward`, and `fallback` ("host",
+the default: what the backend cannot run runs on the host in reported segments; "error":
+refuse the program, naming every such op). Each backend adds
 its own names (`Backend.options`) and may check their values (`Backend.check_options`, which
 raises `BadArgumentError`). With `backend="auto"` only the common options are accepted: a
 backend's own option says which backend it is meant for, so name that backend.
@@ -9,11 +11,14 @@ backend's own option says which backend it is meant for, so name that backend.
 from .errors import BadArgumentError
 
 OUTPUTS = ("jax", "numpy", "native")
+FALLBACKS = ("host", "error")
 COMMON = {
     "output": lambda v: v in OUTPUTS,
     "native_backward": lambda v: isinstance(v, bool),
+    "fallback": lambda v: v in FALLBACKS,
 }
-COMMON_DOC = {"output": f"one of {list(OUTPUTS)}", "native_backward": "True or False"}
+COMMON_DOC = {"output": f"one of {list(OUTPUTS)}", "native_backward": "True or False",
+              "fallback": f"one of {list(FALLBACKS)}"}
 DEFAULT_OUTPUT = "jax"
 
 

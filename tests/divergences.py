@@ -67,7 +67,8 @@ def divergence(case, backend):
 
 
 def skip_dtype(backend, dtype):
-    """Skips the running test when `backend` refuses every case of `dtype`."""
+    """Skips the running test when `backend` refuses every case of `dtype` (a dtype that runs
+    on the host is not skipped: its results are JAX's)."""
     expect = dtype_divergence(backend, dtype)
-    if expect is not None:
+    if expect is not None and expect.error:
         pytest.skip(expect.reason)

@@ -18,6 +18,7 @@ class Expect:
     """A known divergence of one backend on one case."""
     reason: str
     error: str = None                   # name of the rlx_jax.errors class the backend must raise
+    host: bool = False                  # runs, with these ops placed on the host (the reason)
     atol: float = None                  # looser tolerances on that backend
     rtol: float = None
 

@@ -412,7 +412,8 @@ def test_coreml_zero_length_scan_builds_no_loop():
 
 def test_coreml_region_values_are_checked_like_top_level_ones():
     """Given: a scan whose body computes in float64 (x64 on).
-    Result: a LoweringError naming the f64 value, the Cast inside the body and its line."""
+    Result: with fallback="error", an error naming the f64 value, the Cast inside the body and
+    its line; by default the scan runs on the host and matches JAX."""
     _needs("coreml")
     from rlx_jax.errors import RlxError
     with jax.enable_x64(True):
@@ -421,7 +422,9 @@ def test_coreml_region_values_are_checked_like_top_level_ones():
                 jnp.float32), None)
             return lax.scan(body, jnp.float32(0), xs)[0]
         with pytest.raises(RlxError, match=r"f64\[3\] produced by Cast(.|\n)*test_control.py"):
-            rlx_jax.jit(f, backend="coreml")(XS[:, 0])
+            rlx_jax.jit(f, backend="coreml", fallback="error")(XS[:, 0])
+        np.testing.assert_allclose(rlx_jax.jit(f, backend="coreml")(XS[:, 0]),
+                                   jax.jit(f)(XS[:, 0]), rtol=1e-6)
 
 
 @pytest.mark.parametrize("backend", ["xla", "coreml"])

@@ -157,23 +157,28 @@ def test_gradient_of_mlp_matches_jax():
 # ---- dtype and rank legality ----
 
 def test_bfloat16_is_refused_naming_the_node():
-    with pytest.raises(errors.LoweringError, match="bfloat16.*\n.*Input"):
-        rlx_jax.jit(jnp.sin, backend="coreml")(jnp.ones(3, jnp.bfloat16))
+    with pytest.raises(errors.LegalizationError,
+                       match=r"Activation.*test_coreml.py:\d+.*\n.*bf16\[3\].*no bfloat16 tensors"):
+        rlx_jax.jit(lambda x: jnp.sin(x), backend="coreml", fallback="error")(
+            jnp.ones(3, jnp.bfloat16))
 
 
 def test_rank_above_five_is_refused():
-    with pytest.raises(errors.LoweringError, match="rank 6 > 5"):
-        rlx_jax.jit(lambda x: x.reshape(1, 1, 1, 1, 2, 3) * 2, backend="coreml")(f32(2, 3))
+    with pytest.raises(errors.LegalizationError, match="rank 6 > 5"):
+        rlx_jax.jit(lambda x: x.reshape(1, 1, 1, 1, 2, 3) * 2, backend="coreml",
+                    fallback="error")(f32(2, 3))
 
 
 def test_uint32_inputs_are_refused():
-    with pytest.raises(errors.LoweringError, match="uint32"):
-        rlx_jax.jit(lambda x: x + 1, backend="coreml")(np.arange(3, dtype=np.uint32))
+    with pytest.raises(errors.LegalizationError, match="uint32"):
+        rlx_jax.jit(lambda x: x + 1, backend="coreml", fallback="error")(
+            np.arange(3, dtype=np.uint32))
 
 
 def test_int8_arithmetic_refused_but_uint8_cast_is_exact():
-    with pytest.raises(errors.LoweringError, match="int8"):
-        rlx_jax.jit(lambda x: x + x, backend="coreml")(np.arange(3, dtype=np.int8))
+    with pytest.raises(errors.LegalizationError, match="int8"):
+        rlx_jax.jit(lambda x: x + x, backend="coreml", fallback="error")(
+            np.arange(3, dtype=np.int8))
     img = np.array([0, 7, 128, 255], np.uint8)
     got = rlx_jax.jit(lambda x: x.astype(jnp.float32) / 255, backend="coreml",
                       optimize="fast")(img)

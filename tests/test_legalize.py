@@ -172,18 +172,21 @@ def test_jit_native_backward_false_decomposes_every_backward_kind(monkeypatch):
 
 def test_probe_accepts_claimed_backward_and_decomposable_kinds():
     """Given:  grad of an RMSNorm loss; and a single RmsNormBackwardInput node
-       Result: the probe accepts the grad for a PRIMITIVE backend (all decomposes), refuses it
-               for a Binary-only one (rsqrt); accepts the lone node where it is in BACKWARD_OPS,
-               though legalization then raises; xla accepts both graphs"""
+       Result: supports() is true for a PRIMITIVE backend (all decomposes); for a Binary-only
+               one it is false and lists the host ops (rsqrt, ...); a kind in BACKWARD_OPS is
+               decomposed as jit does, so its reductions are host-placed too; xla runs both"""
     graph = rms_grad_graph()
     assert supports(FakeBackend(PRIMITIVE), graph)                 # everything decomposes
-    assert not supports(FakeBackend({K.Binary}), graph)          # rsqrt cannot be run
+    binary = supports(FakeBackend({K.Binary}), graph)
+    assert not binary
+    assert {n.kind for n, _ in binary.host} >= {K.Activation, K.Reduce}, binary
+    assert all("no lowering for" in why for _, why in binary.host)
     b = Builder()
     x, g, dy = b.input((4, 8), F32), b.input((8,), F32), b.input((4, 8), F32)
     b.graph.outputs = [b.add(K.RmsNormBackwardInput, (x, g, dy), dict(eps=1e-6))]
     listed = FakeBackend({K.Binary}, backward={K.RmsNormBackwardInput})
-    assert supports(listed, b.graph)        # listed in BACKWARD_OPS: accepted by the probe ...
-    with pytest.raises(LegalizationError):  # ... though legalization never keeps it
+    assert not supports(listed, b.graph)    # BACKWARD_OPS are decomposed, never kept
+    with pytest.raises(LegalizationError):
         legalize(b.graph, kept_kinds(listed))
-    assert supports("xla", graph)
+    assert supports("xla", graph) and supports("xla", b.graph)
     assert rlx_jax.backends.supports("xla", rms_graph())

@@ -54,9 +54,15 @@ def _oracle(case):
     return jax.jit(both, static_argnums=case.static_argnums)(*args)
 
 
+def _host_ops(placement):
+    return [f"{n.kind.name}{n.attr_text()}: {why}" for n, why in placement.host_ops()]
+
+
 def check_case(case, backend, **options):
     """Runs `case` through rlx_jax.jit on `backend` (with backend `options`) and compares with
-    JAX, honouring the backend's recorded divergence for the case."""
+    JAX, honouring the backend's recorded divergence for the case: a case recorded as `host`
+    must place ops on the host (and be refused with fallback="error"); every other case must
+    run entirely on the device."""
     args = case.args(np.random.RandomState(0))
     div = divergence(case, backend)
     if div is not None and div.error:
@@ -66,7 +72,18 @@ def check_case(case, backend, **options):
     atol = div.atol if div is not None and div.atol is not None else case.atol
     rtol = div.rtol if div is not None and div.rtol is not None else case.rtol
     want, gwant = _oracle(case)
-    got = _run(case, backend, case.fn, args, **options)
+    jitted = rlx_jax.jit(case.fn, backend=backend, static_argnums=case.static_argnums,
+                         **options)
+    lowered = jitted.lower(*args)
+    host = _host_ops(lowered.placement())
+    if div is not None and div.host:
+        assert host, f"{case.name}: recorded as host-placed on {backend}, but runs on the device"
+        with pytest.raises(errors.LegalizationError):
+            _run(case, backend, case.fn, args, fallback="error", **options)
+    else:
+        assert not host, f"{case.name}: ops placed on the host on {backend}: {host}"
+    static = set(case.static_argnums)
+    got = lowered.compile()(*[a for i, a in enumerate(args) if i not in static])
     jax.tree.map(lambda g, w: _close(g, w, atol, rtol, case.name), got, want)
     if case.grad:
         ggot = _run(case, backend, jax.grad(_loss(case.fn)), args, **options)

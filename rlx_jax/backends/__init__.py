@@ -15,7 +15,9 @@ from .base import all_backends
 
 
 def supports(backend, graph):
-    """True when `backend` (a name or a backend) can run `graph`, natively or by decomposition."""
+    """What of `graph` `backend` (a name or a backend) runs on the device: a probe.Support,
+    true when every op does (natively or by decomposition), with `.host` listing the ops that
+    would run on the host and why."""
     if isinstance(backend, str):
         backend = all_backends()[backend]
     from .probe import supports as probe

@@ -1,27 +1,38 @@
-"""The device probe: can a backend run a graph at all (possibly through decompositions)?
+"""The device probe: what of a graph would a backend run on the device, and what on the host?
 
-A graph is supported when every kind is in SUPPORTED_OPS ∪ NATIVE_BACKWARD_OPS ∪ BACKWARD_OPS,
-or decomposes (through DECOMPS, to a fixpoint) into such kinds. BACKWARD_OPS count here only:
-legalization never keeps them, it decomposes them.
+`supports(backend, graph)` legalizes the graph for the backend as `rlx_jax.jit` does (kept
+kinds native, the rest decomposed), asks the backend what it cannot run
+(placement.host_nodes) and returns a `Support`: true when nothing would be host-placed, with
+`host` listing the ops that would run on the host and why.
 """
-from ..errors import LegalizationError
-from ..passes.legalize import BOUNDARY, legalize
+from ..passes.legalize import legalize
 
 
-def probe_kinds(backend):
-    """Every kind the probe accepts for `backend` (a backend object)."""
-    return (frozenset(backend.SUPPORTED_OPS) | frozenset(backend.NATIVE_BACKWARD_OPS)
-            | frozenset(backend.BACKWARD_OPS))
+class Support:
+    """Truthy when `backend` runs every op of the graph; `host` is [(node, reason)]."""
+
+    def __init__(self, backend, host):
+        self.backend, self.host = backend, host
+
+    def __bool__(self):
+        return not self.host
+
+    def __repr__(self):
+        if not self.host:
+            return f"Support({self.backend!r}: every op on the device)"
+        ops = ", ".join(f"{n.kind.name}" + (f" at {n.src}" if n.src else "")
+                        for n, _ in self.host)
+        return f"Support({self.backend!r}: {len(self.host)} op(s) on the host: {ops})"
 
 
 def supports(backend, graph):
-    """True when `backend` (a backend object; `rlx_jax.backends.supports` also takes a name) can
-    run `graph`, natively or by decomposition."""
-    kinds = probe_kinds(backend)
-    if graph.kinds() <= kinds | BOUNDARY:
-        return True
-    try:
-        legalize(graph, kinds, backend=backend.name)
-    except LegalizationError:
-        return False
-    return True
+    """The Support of `graph` on `backend` (a backend object; `rlx_jax.backends.supports`
+    also takes a name)."""
+    from ..placement import host_nodes
+    from .base import kept_kinds
+    keep = kept_kinds(backend)
+    legal = legalize(graph, keep, backend=backend.name, fallback="host")
+    prepare = getattr(backend, "prepare", None)
+    legal = prepare(legal) if prepare is not None else legal
+    host = host_nodes(legal, backend, keep)
+    return Support(backend.name, [(n, host[id(n)]) for n in legal.nodes if id(n) in host])

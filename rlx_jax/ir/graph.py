@@ -35,6 +35,10 @@ class Value:
     def size(self):
         return int(np.prod(self.shape, dtype=np.int64))
 
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
     def type_str(self):
         return f"{dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
 
@@ -71,6 +75,12 @@ class Node:
         """The single output (most nodes have one)."""
         assert len(self.outputs) == 1, self
         return self.outputs[0]
+
+    def walk(self):
+        """This node, then every node of its regions (nested ones too)."""
+        yield self
+        for r in self.regions:
+            yield from r.walk()
 
     def attr_text(self):
         items = [f"{k}={_fmt_attr(v)}" for k, v in self.attrs.items()]

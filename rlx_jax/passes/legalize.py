@@ -1,7 +1,9 @@
 """Legalization: keep what the backend claims, expand the rest through DECOMPS to a fixpoint.
 
 Whatever is still unclaimed afterwards is collected and raised once as a LegalizationError that
-names every node, its text and its user source line. There is no silent fallback.
+names every node, its text and its user source line; with `fallback="host"` it stays in the
+graph instead, and `unclaimed` names it for the partitioner (passes/partition.py), which runs
+it on the host. Nothing is dropped silently.
 """
 from ..errors import IRTypeError, LegalizationError
 from ..ir.ops import OpKind
@@ -37,8 +39,25 @@ def legalize_once(graph, keep, decomps=DECOMPS, predicates=None):
     return new, expanded, bad
 
 
-def legalize(graph, keep, backend="?", decomps=DECOMPS):
-    """Returns an equivalent graph containing only kinds in `keep` (plus Input/Constant).
+def unclaimed(graph, keep):
+    """{id(node): reason} of the top-level nodes that hold a kind `keep` does not claim (in
+    themselves or in their regions), after legalization with fallback="host"."""
+    predicates = getattr(keep, "predicates", None) or {}
+    out = {}
+    for n in graph.nodes:
+        bad = [m for m in n.walk() if m.kind not in BOUNDARY
+               and not _kept(m, keep, predicates)]
+        if bad:
+            kinds = sorted({m.kind.name for m in bad})
+            inside = "" if bad == [n] else " (inside its regions)"
+            out[id(n)] = f"no lowering for {', '.join(kinds)}{inside} and no decomposition"
+    return out
+
+
+
+def legalize(graph, keep, backend="?", decomps=DECOMPS, fallback="error"):
+    """Returns an equivalent graph containing only kinds in `keep` (plus Input/Constant); with
+    fallback="host", unclaimed nodes are kept (see `unclaimed`) instead of refused.
     `keep` may carry `predicates` (backends.base.Claims): see legalize_once."""
     predicates = getattr(keep, "predicates", None)
     keep = frozenset(keep)
@@ -46,7 +65,7 @@ def legalize(graph, keep, backend="?", decomps=DECOMPS):
         graph, expanded, bad = legalize_once(graph, keep, decomps, predicates)
         if not expanded:
             break
-    if bad:
+    if bad and fallback != "host":
         lines = [f"  {n.kind.name}: `{n.text()}`" + (f"  at {n.src}" if n.src else "")
                  for n in bad]
         raise LegalizationError(

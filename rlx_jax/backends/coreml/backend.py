@@ -1,7 +1,7 @@
 """The Core ML backend object: claims, options, build / convert / cache / run."""
 import time
 
-from ...errors import LoweringError, RlxError
+from ...errors import LoweringError
 from . import claims, package, package_cache
 from .mil import MIL_RULES, build_program as _build, io_names, load_families
 from .empty import FoldedExecutable, NoProgram, fold_empty
@@ -72,16 +72,20 @@ class CoremlBackend:
     def unavailable_reason(self):
         return "" if self.available() else "coremltools is not installed (pip install coremltools)"
 
-    def supports(self, graph):
-        from .legality import check_graph
+    def prepare(self, graph):
+        """The legalized graph as it will be lowered: values above rank 5 that shape ops pass
+        through rewritten to rank <= 5 (rank.py), before placement looks at it."""
         from .rank import lower_rank
-        try:
-            folded = fold_empty(graph)
-            if folded.graph is not None:
-                check_graph(lower_rank(folded.graph))
-        except RlxError:
-            return False
-        return True
+        return lower_rank(graph)
+
+    def host_reasons(self, graph, known, **options):
+        """{id(node): reason} of the top-level nodes Core ML cannot run (placement.py). A graph
+        whose package is already cached was built whole: nothing to look for."""
+        from .placement import host_reasons
+        opts = package.Options(**options)
+        if not known and package_cache.problem(self.package_path(graph, opts)) is None:
+            return {}
+        return host_reasons(graph, known, opts.target)
 
     def check_options(self, options):
         package.import_coremltools()

@@ -55,23 +55,34 @@ def _fits(v, bound):
 
 def check_graph(graph):
     """Refuses what Core ML cannot represent; returns the Boundary of the program."""
+    for v, n, why, todo in problems(graph):
+        _refuse(v, n, why, todo)
+    return Boundary()
+
+
+def problems(graph):
+    """(value, node, why, what to do) for every value of `graph` (region values included)
+    Core ML cannot hold."""
     bounds = None
     boundary = {v.id for v in graph.inputs} | {v.id for v in graph.outputs}
     top = {id(n) for n in graph.nodes}
     for n in graph.walk():             # region nodes (If / While / Scan bodies) too
         for v in n.outputs:
             if v.ndim > MAX_RANK:
-                _refuse(v, n, f"rank {v.ndim} > {MAX_RANK}",
-                        "reshape to rank <= 5 (merge leading axes), or use backend='mlx'")
+                yield (v, n, f"rank {v.ndim} > {MAX_RANK}",
+                       "reshape to rank <= 5 (merge leading axes), or use backend='mlx'")
+                continue
             if 0 in v.shape and id(n) not in top:
-                _refuse(v, n, "a zero-size value inside a control-flow region (Core ML has "
-                        "no empty tensors, and only top-level values are folded away)",
-                        "avoid the empty value inside the loop or branch, or use "
-                        "backend='xla'")
+                yield (v, n, "a zero-size value inside a control-flow region (Core ML has "
+                       "no empty tensors, and only top-level values are folded away)",
+                       "avoid the empty value inside the loop or branch, or use "
+                       "backend='xla'")
+                continue
             if 0 in v.shape and v.id in boundary:
-                _refuse(v, n, "Core ML model inputs/outputs cannot be empty",
-                        "fold zero-size values first (backends/coreml/empty.py: fold_empty), "
-                        "or use backend='xla'")
+                yield (v, n, "Core ML model inputs/outputs cannot be empty",
+                       "fold zero-size values first (backends/coreml/empty.py: fold_empty), "
+                       "or use backend='xla'")
+                continue
             if v.dtype in MIL_DTYPES:
                 continue
             if v.dtype.kind in "iu":
@@ -79,14 +90,14 @@ def check_graph(graph):
                 b = bounds.get(v.id)       # none for region values: nothing proven there
                 if _fits(v, b):
                     continue
-                _refuse(v, n, f"Core ML computes integers in int32 only, and these "
-                        f"{v.dtype.name} values are not provably in int32 range without "
-                        f"wrap-around (bounds {list(b) if b else 'unknown'})",
-                        "cast to int32 (or float32) where the values enter, or use "
-                        "backend='xla'")
-            why = f"Core ML has no {v.dtype.name} tensors"
-            _refuse(v, n, why, _TODO.get(v.dtype.name, "use float32/int32, or backend='xla'"))
-    return Boundary()
+                yield (v, n, f"Core ML computes integers in int32 only, and these "
+                       f"{v.dtype.name} values are not provably in int32 range without "
+                       f"wrap-around (bounds {list(b) if b else 'unknown'})",
+                       "cast to int32 (or float32) where the values enter, or use "
+                       "backend='xla'")
+                continue
+            yield (v, n, f"Core ML has no {v.dtype.name} tensors",
+                   _TODO.get(v.dtype.name, "use float32/int32, or backend='xla'"))
 
 
 class Boundary:

@@ -44,6 +44,11 @@ class MlxBackend:
         from .runtime import OUTPUTS
         return OUTPUTS[output]
 
+    def host_reasons(self, graph, known, **options):
+        """{id(node): reason} of the top-level nodes MLX cannot run here (placement.py)."""
+        from .lower import host_reasons
+        return host_reasons(graph, known)
+
     def lower(self, graph, name=None, **options):
         from .lower import lower
         return lower(graph, name=name, **options)

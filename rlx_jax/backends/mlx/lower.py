@@ -12,6 +12,7 @@ from ...ir.interpret import interpret, where
 from ...ir.ops import OpKind
 from . import rules_conv, rules_control, rules_elementwise, rules_index, rules_nn  # noqa: F401
 from . import rules_reduce, rules_shape  # noqa: F401
+from ...passes.partition import value_reasons
 from .rules_control import has_host, plan
 from .segments import segmented
 from .runtime import NP_TO_MX, MlxExecutable, compile_unavailable_reason, to_mx_dtype
@@ -74,23 +75,34 @@ class MlxContext:
 
 def check_dtypes(graph):
     """Every value's dtype must exist in MLX on the default device (float64: CPU only)."""
-    gpu = mx.default_device() != mx.cpu
     for v in graph.inputs:
         if np.dtype(v.dtype) not in NP_TO_MX:
             raise LoweringError(
                 f"argument {v.node.attrs['index']} of '{graph.name}' has dtype {v.dtype.name}, "
                 f"which backend 'mlx' does not support; pass float32/float16/bfloat16/int/uint/"
                 f"bool arrays, or use backend='xla'")
+    for n, v, why in dtype_problems(graph):
+        raise LoweringError(f"{why}: `{n.text()}`{where(n)}. Use float32 (disable "
+                            f"jax_enable_x64 or cast), or backend='xla'.")
+
+
+def dtype_problems(graph):
+    """(node, value, why) for every value (regions' too) whose dtype MLX lacks on the default
+    device."""
+    gpu = mx.default_device() != mx.cpu
     for n in graph.walk():
         for v in n.outputs:
-            try:
-                dt = to_mx_dtype(v.dtype, f"value of {n.kind.name}")
-            except LoweringError as e:
-                raise LoweringError(f"{e}\n  in `{n.text()}`{where(n)}") from None
-            if gpu and dt == mx.float64:
-                raise LoweringError(
-                    f"backend 'mlx' has no float64 on the GPU (Metal): `{n.text()}`{where(n)}. "
-                    f"Use float32 (disable jax_enable_x64 or cast), or backend='xla'.")
+            if np.dtype(v.dtype) not in NP_TO_MX:
+                yield n, v, f"backend 'mlx' has no {v.dtype.name} values"
+            elif gpu and v.dtype == np.float64:
+                yield n, v, "backend 'mlx' has no float64 on the GPU (Metal)"
+
+
+def host_reasons(graph, known):
+    """{id(node): reason} of the top-level nodes whose values (or operands) have a dtype MLX
+    lacks here: they run on the host (placement.py)."""
+    bad = value_reasons(graph, dtype_problems(graph))
+    return {k: why for k, why in bad.items() if k not in known}
 
 
 def build_function(graph, compile=False, program=False):

@@ -167,6 +167,12 @@ def _converter(dtype):
     return convert
 
 
+def to_mx(x, dtype):
+    """`x` (numpy, jax or mx array) as an mx.array of IR dtype `dtype` (copied unless it is
+    already one)."""
+    return _converter(dtype)(x)
+
+
 def _numpy_outputs(outs):
     mx.eval(outs)
     return [to_numpy(o) for o in outs]

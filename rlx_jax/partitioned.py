@@ -1,0 +1,95 @@
+"""The executable of a program with host segments: its segments run in order.
+
+Device segments are the backend's own executables (one `.mlpackage` each on Core ML, content-
+hash cached; one `mx.compile`d function each on MLX); host segments are legalized for and run
+by the `xla` reference backend (jax on the CPU), so they have JAX's exact semantics. Each value
+is kept in the array form its producer made ("numpy" for Core ML, "mx" for MLX, "jax" for xla)
+and converted to the form a reader needs once per call: a value read by two segments of the
+same backend is converted once, never twice.
+"""
+import jax
+import numpy as np
+
+from .backends.base import all_backends, kept_kinds
+from .ir.ops import OpKind
+from .passes.legalize import legalize
+from .passes.partition import DEVICE
+
+FORMS = {"coreml": "numpy", "mlx": "mx", "xla": "jax"}
+
+
+def _mx():
+    import mlx.core as mx
+    return mx
+
+
+def _is_mx(x):
+    return type(x).__module__.startswith("mlx")
+
+
+def _to_numpy(x):
+    if _is_mx(x):
+        from .backends.mlx.runtime import to_numpy
+        _mx().eval(x)
+        return to_numpy(x)
+    return np.asarray(x)
+
+
+def to_form(x, form, dtype):
+    """`x` (an array of any backend) as an array of `form` with `dtype`."""
+    if form == "numpy":
+        return _to_numpy(x)
+    if form == "jax":
+        return x if isinstance(x, jax.Array) else jax.device_put(_to_numpy(x))
+    from .backends.mlx.runtime import to_mx
+    return to_mx(x, dtype)
+
+
+class PartitionedExecutable:
+    """Callable on one array per graph input; returns the outputs in the device backend's
+    array form. `steps` are (segment, its executable, its array form); `last_crossings` counts
+    the conversions of the latest call ({"conversions": n, "bytes": b})."""
+
+    def __init__(self, placement, name, options):
+        self.placement = placement
+        graph, backend = placement.graph, placement.backend
+        xla = all_backends()["xla"]
+        self.steps = []
+        for s in placement.segments:
+            if s.placement == DEVICE:
+                exe = backend.lower(s.graph, name=f"{name}.segment{s.index}", **options)
+                form = FORMS[backend.name]
+            else:
+                exe = xla.lower(legalize(s.graph, kept_kinds(xla), backend="xla"))
+                form = "jax"
+            self.steps.append((s, exe, form))
+        self.form = FORMS[backend.name]
+        self.runtime = f"{getattr(self.steps[0][1], 'runtime', backend.name)}+host" \
+            if self.steps else backend.name
+        self._inputs = [(n.out.id, n.attrs["index"]) for n in graph.nodes
+                        if n.kind is OpKind.Input]
+        self._consts = {n.out.id: n.attrs["value"] for n in graph.nodes
+                        if n.kind is OpKind.Constant}
+        self.last_crossings = {"conversions": 0, "bytes": 0}
+
+    def __call__(self, *args):
+        env = {vid: {"arg": args[i]} for vid, i in self._inputs}
+        stats = {"conversions": 0, "bytes": 0}
+
+        def get(v, form):
+            forms = env.get(v.id)
+            if forms is None:                       # a constant the graph returns directly
+                forms = env[v.id] = {"numpy": self._consts[v.id]}
+            if form not in forms:
+                src = next(iter(forms.values()))
+                forms[form] = to_form(src, form, v.dtype)
+                if v.node.kind is not OpKind.Input:
+                    stats["conversions"] += 1
+                    stats["bytes"] += v.nbytes
+            return forms[form]
+        for s, exe, form in self.steps:
+            outs = exe(*[get(v, form) for v in s.reads])
+            for v, o in zip(s.writes, outs):
+                env[v.id] = {form: o}
+        self.last_crossings = stats
+        return [get(v, self.form) for v in self.placement.graph.outputs]

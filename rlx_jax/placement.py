@@ -1,0 +1,135 @@
+"""Where each op of a program runs: the placement plan and its report.
+
+`plan` asks the backend which top-level nodes it cannot run (kinds it neither claims nor
+decomposes, legalize.unclaimed; and what its own check refuses, `Backend.host_reasons`),
+partitions the graph (passes/partition.py) and returns a `Placement`: the segments in order,
+device ones for the backend and host ones for the `xla` reference (JAX on the CPU), each
+with its ops (kind, source line, and for host ops why they are there) and the values crossing
+into it (shape, dtype, bytes). `fallback="error"` refuses instead, naming every node.
+"""
+from absl import logging
+
+from .errors import LegalizationError
+from .ir.interpret import where
+from .passes.legalize import unclaimed
+from .passes.partition import DEVICE, FREE, HOST, partition
+
+_WARNED = set()
+
+
+class Placement:
+    """The segments of a program (`segments`: passes.partition.Segment, in order), the
+    backend running the device ones, and `host` ({id(node): reason})."""
+
+    def __init__(self, graph, backend, segments, host):
+        self.graph, self.backend, self.segments, self.host = graph, backend, segments, host
+
+    @property
+    def device_only(self):
+        return all(s.placement == DEVICE for s in self.segments)
+
+    def host_ops(self):
+        """[(node, reason)] of the host-placed ops, in program order."""
+        return [(n, self.host[id(n)]) for n in self.graph.nodes if id(n) in self.host]
+
+    def crossing_bytes(self):
+        """Bytes entering segments from other segments per call (graph inputs not counted)."""
+        return sum(v.nbytes for s in self.segments for v in s.reads
+                   if v.node.kind not in FREE)
+
+    def runs_on(self, segment):
+        return self.backend.name if segment.placement == DEVICE else "xla"
+
+    def __str__(self):
+        lines = [f"placement of '{self.graph.name}' on backend '{self.backend.name}': "
+                 f"{len(self.segments)} segment(s), "
+                 f"{sum(len(s.nodes) for s in self.segments if s.placement == HOST)} host "
+                 f"op(s), {_fmt_bytes(self.crossing_bytes())} crossing"]
+        for s in self.segments:
+            lines.append(f"segment {s.index}: {s.placement} ({self.runs_on(s)}), "
+                         f"{len(s.nodes)} op(s)")
+            for v in s.reads:
+                origin = ("argument" if v.node.kind is FREE[0] else
+                          f"from segment {self._segment_of(v)}")
+                lines.append(f"  in:  {v.type_str()} {_fmt_bytes(v.nbytes)} ({origin})")
+            for n in s.nodes:
+                why = f"  -- {self.host[id(n)]}" if id(n) in self.host else ""
+                lines.append(f"  {n.kind.name}{where(n)}{why}")
+            for v in s.writes:
+                lines.append(f"  out: {v.type_str()} {_fmt_bytes(v.nbytes)}")
+        return "\n".join(lines)
+
+    def _segment_of(self, v):
+        for s in self.segments:
+            if v.node in s.nodes:
+                return s.index
+        return "?"
+
+    def annotated_text(self):
+        """The IR with each node's placement (`Lowered.as_text(level="placement")`)."""
+        seg = {id(n): s for s in self.segments for n in s.nodes}
+        names = self.graph.namer()
+        lines = [f"graph {self.graph.name} on {self.backend.name}:"]
+        for n in self.graph.nodes:
+            s = seg.get(id(n))
+            tag = f"{s.placement}{s.index}" if s is not None else "-"
+            lines.append(f"  [{tag:>8}] {n.text(names)}{where(n)}")
+        lines.append("  return " + ", ".join(names(v) for v in self.graph.outputs))
+        return "\n".join(lines)
+
+
+def _fmt_bytes(n):
+    for unit in ("B", "KB", "MB"):
+        if n < 1024 or unit == "MB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def host_nodes(graph, backend, keep, options=None):
+    """{id(node): reason} of the top-level nodes of legalized `graph` that must run on the host."""
+    host = unclaimed(graph, keep)
+    check = getattr(backend, "host_reasons", None)
+    if check is not None:
+        host.update(check(graph, host, **(options or {})))
+    return host
+
+
+def plan(graph, backend, keep, fallback="host", options=None):
+    """The Placement of legalized `graph` on `backend` (see the module docstring)."""
+    host = host_nodes(graph, backend, keep, options)
+    if host and fallback == "error":
+        raise_host(graph, backend, host)
+    return Placement(graph, backend, partition(graph, host), host)
+
+
+def raise_host(graph, backend, host, what="run", todo=None):
+    """One LegalizationError naming every node in `host` with its line and reason."""
+    nodes = [n for n in graph.nodes if id(n) in host]
+    lines = [f"  {n.kind.name}: `{_short(n.text())}`{where(n)}\n      why: {host[id(n)]}"
+             for n in nodes]
+    raise LegalizationError(
+        f"backend '{backend.name}' cannot {what} {len(nodes)} node(s) of '{graph.name}':\n"
+        + "\n".join(lines) + "\n" + (todo or
+        "Leave fallback='host' (the default) to run these ops on the host between device "
+        "segments, rewrite them, or use another backend (rlx_jax.available_backends())."))
+
+
+def _short(text, limit=160):
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def warn_once(placement):
+    """The one absl warning of a program compiled with host segments."""
+    ops = placement.host_ops()
+    key = (placement.graph.name, placement.backend.name,
+           tuple((n.kind.name, n.src) for n, _ in ops))
+    if not ops or key in _WARNED:
+        return
+    _WARNED.add(key)
+    shown = "; ".join(f"{n.kind.name}{where(n)} ({why})" for n, why in ops[:8])
+    more = f"; and {len(ops) - 8} more" if len(ops) > 8 else ""
+    logging.warning(
+        "rlx_jax: backend '%s' runs %d op(s) of '%s' on the host (jax on the CPU) in %d host "
+        "segment(s): %s%s. See Lowered.placement(); fallback='error' refuses instead.",
+        placement.backend.name, len(ops), placement.graph.name,
+        sum(s.placement == HOST for s in placement.segments), shown, more)
