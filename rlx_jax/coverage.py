@@ -3,8 +3,8 @@
 - `primitives_markdown()`: the JAX primitives the frontend translates (JAXPR_RULES, plus the
   call-like primitives it inlines) and those it refuses, with the reason users see (UNSUPPORTED).
 - `op_coverage_markdown()`: every OpKind against every backend: native, native backward,
-  decomposed or —, from each backend's SUPPORTED_OPS / NATIVE_BACKWARD_OPS / BACKWARD_OPS and
-  the DECOMPS table.
+  decomposed, partly decomposed or —, from each backend's SUPPORTED_OPS / NATIVE_BACKWARD_OPS /
+  BACKWARD_OPS and the DECOMPS and PARTIAL tables.
 
 `python -m rlx_jax.coverage --write` rewrites docs/op-coverage.md and the block between
 `<!-- primitives:begin -->` and `<!-- primitives:end -->` in README.md (docs/primitives.md when
@@ -57,14 +57,15 @@ def load_backends(names=BACKEND_NAMES):
     return {n: registered[n] for n in names if n in registered}
 
 
-def cell(backend, kind, decomps):
-    """One table cell: how `backend` runs `kind`."""
+def cell(backend, kind, decomps, partial=()):
+    """One table cell: how `backend` runs `kind` (`partial`: kinds decomposed for some nodes
+    only)."""
     if kind in backend.SUPPORTED_OPS:
         return "native"
     if kind in backend.NATIVE_BACKWARD_OPS:
         return "native backward"
     if kind in decomps:
-        return "decomposed"
+        return "partly decomposed" if kind in partial else "decomposed"
     return "—"
 
 
@@ -84,7 +85,7 @@ def _group(kind):
 
 def op_coverage_markdown(backends=None):
     """Markdown table of every OpKind × backend."""
-    from .passes.decompose import DECOMPS
+    from .passes.decompose import DECOMPS, PARTIAL
     backends = load_backends() if backends is None else backends
     names = list(backends)
     missing = [n for n in BACKEND_NAMES if n not in backends]
@@ -92,14 +93,16 @@ def op_coverage_markdown(backends=None):
              "How each backend runs each IR kind: **native** (lowered by the backend itself), "
              "**native backward** (a dedicated backward kernel, kept when `native_backward` is "
              "on), **decomposed** (expanded by legalization through `passes/decompose` into "
-             "kinds the backend lowers), **—** (not runnable: legalization raises a "
+             "kinds the backend lowers), **partly decomposed** (decomposed where the node is "
+             "one the decomposition applies to, listed below the table; other nodes of the "
+             "kind are refused), **—** (not runnable: legalization raises a "
              "`LegalizationError` naming the node).", ""]
     if missing:
         lines += [f"Backends not importable when this was generated: {', '.join(missing)}.", ""]
     totals = {n: {} for n in names}
     rows = []
     for kind in OpKind:
-        cells = [cell(backends[n], kind, DECOMPS) for n in names]
+        cells = [cell(backends[n], kind, DECOMPS, PARTIAL) for n in names]
         for n, c in zip(names, cells):
             totals[n][c] = totals[n].get(c, 0) + 1
         if set(cells) == {"—"}:
@@ -110,10 +113,12 @@ def op_coverage_markdown(backends=None):
     lines += rows
     unused = len(OpKind) - len(rows)
     lines += ["", f"The {unused} kinds no backend runs are left out of the table.", "",
-              "Totals:", ""]
+              "Partly decomposed kinds:", ""]
+    lines += [f"- {kind.name}: {which}." for kind, which in PARTIAL.items()]
+    lines += ["", "Totals:", ""]
     for n in names:
-        parts = [f"{c} {totals[n][c]}" for c in ("native", "native backward", "decomposed")
-                 if totals[n].get(c)]
+        parts = [f"{c} {totals[n][c]}" for c in ("native", "native backward", "decomposed",
+                                                 "partly decomposed") if totals[n].get(c)]
         lines.append(f"- {n}: " + ", ".join(parts))
     return "\n".join(lines) + "\n"
 

@@ -12,7 +12,6 @@ U32 = ('Core ML integers are int32: ops on uint32 values not provably below 2**3
        'wrapping arithmetic) run on the host rather than reinterpreted')
 BITS = ('MIL has no bit-level ops (bitcast, bitwise and/or/xor/not on integers, shifts, '
         'population count, nextafter, total-order compares built on bitcast)')
-SPECIAL = 'MIL has no inverse error function, log-gamma or digamma'
 REDUCE_PRECISION = 'MIL has no op rounding to a narrower float format'
 SELECT_GATHER = ('select_and_gather_add (forward-mode derivative of a max pool) has no MIL '
                  'lowering and no decomposition')
@@ -33,12 +32,6 @@ DTYPE_DIVERGENCES = {
 }
 
 DIVERGENCES = {
-    'erf_inv_f32': Expect(reason=SPECIAL, host=True),
-    'erf_inv_f16': Expect(reason=SPECIAL, host=True),
-    'lgamma_f32': Expect(reason=SPECIAL, host=True),
-    'lgamma_f16': Expect(reason=SPECIAL, host=True),
-    'digamma_f32': Expect(reason=SPECIAL, host=True),
-    'digamma_f16': Expect(reason=SPECIAL, host=True),
     'population_count_i32': Expect(reason=BITS, host=True),
     'nextafter_f32': Expect(reason=BITS, host=True),
     'nextafter_special_f32': Expect(reason=BITS, host=True),

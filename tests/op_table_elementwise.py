@@ -198,6 +198,15 @@ SELECT_CAST_CASES = [
          args(f32(3, 4, lo=-1e5, hi=1e5)), grad=True, rtol=1e-6),
     Case("reduce_precision_bf16", lambda x: lax.reduce_precision(x, 4, 3),
          args(arr(BF16, 3, 4)), atol=0, rtol=0),
+    # to the operand's own format or a wider one: the identity (remat's saving policies insert
+    # the float32 form), folded away by legalization where a backend has no kernel for it
+    Case("reduce_precision_identity_f32", lambda x: lax.reduce_precision(x, 8, 23),
+         args(f32(3, 4, lo=-1e5, hi=1e5, special=(NAN, INF, -INF, -0.0, 1e-40, 3e38))),
+         grad=True, atol=0, rtol=0),
+    Case("reduce_precision_identity_f16", lambda x: (lax.reduce_precision(x, 5, 10),
+                                                     lax.reduce_precision(x, 8, 23)),
+         args(arr(F16, 3, 4, lo=-100, hi=100, special=(NAN, INF, -0.0, 6e-8, 65504.0))),
+         atol=0, rtol=0),
 ]
 
 CASES = UNARY_CASES + BINARY_CASES + COMPARE_CASES + SELECT_CAST_CASES

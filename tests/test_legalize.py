@@ -1,7 +1,9 @@
 """Legalization (DESIGN §5), structurally: the exact ops left for a backend that claims a chosen
 set of kinds; expansion to a fixpoint; one LegalizationError naming every offender and its
-source line; native backward kernels kept or decomposed; the device probe."""
+source line; native backward kernels kept or decomposed; a decomposition that applies to some
+nodes of its kind only (ReducePrecision to the operand's own format); the device probe."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -12,6 +14,8 @@ from rlx_jax.errors import LegalizationError, LoweringError
 from rlx_jax.ir.graph import Builder
 from rlx_jax.ir.ops import BACKWARD, PRIMITIVE, OpKind as K
 from rlx_jax.passes.legalize import legalize
+
+from .conftest import BACKENDS
 
 F32 = np.float32
 
@@ -112,6 +116,49 @@ def test_error_carries_the_user_line_from_tracing():
     graph = rlx_jax.trace(f, np.ones((3,), F32))
     with pytest.raises(LegalizationError, match=r"Cumsum: `.*`  at test_legalize.py:\d+ \(.*f\)"):
         legalize(graph, {K.Binary}, backend="fake")
+
+
+def reduce_precision_graph(dtype, exponent_bits, mantissa_bits):
+    b = Builder()
+    x = b.input((3,), dtype)
+    b.graph.outputs = [b.add(K.ReducePrecision, (x,), dict(exponent_bits=exponent_bits,
+                                                          mantissa_bits=mantissa_bits))]
+    return b.graph
+
+
+@pytest.mark.parametrize("dtype,bits", [(F32, (8, 23)), (F32, (11, 52)), (np.float16, (5, 10)),
+                                        (np.float16, (8, 23))])
+def test_reduce_precision_to_a_format_holding_the_dtype_is_folded(dtype, bits):
+    """Given:  y = reduce_precision(x, e, m) with e, m >= x's dtype's own exponent and mantissa
+               bits; the backend claims PRIMITIVE but ReducePrecision
+       Result: no op left: the output is the input"""
+    fake = FakeBackend(PRIMITIVE - {K.ReducePrecision})
+    legal = legalize(reduce_precision_graph(dtype, *bits), kept_kinds(fake))
+    assert ops(legal) == [] and legal.outputs[0] is legal.inputs[0]
+
+
+@pytest.mark.parametrize("dtype,bits", [(F32, (5, 10)), (F32, (8, 22)), (F32, (7, 23)),
+                                        (np.float16, (5, 9)), (np.float16, (4, 10))])
+def test_rounding_reduce_precision_stays_refused(dtype, bits):
+    """Given:  y = reduce_precision(x, e, m) narrower than x's dtype in e or m; the backend
+               claims PRIMITIVE but ReducePrecision
+       Result: LegalizationError naming the ReducePrecision node"""
+    fake = FakeBackend(PRIMITIVE - {K.ReducePrecision})
+    with pytest.raises(LegalizationError, match=r"cannot run 1 node\(s\)(.|\n)*ReducePrecision"):
+        legalize(reduce_precision_graph(dtype, *bits), kept_kinds(fake), backend="fake")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_remat_with_a_saving_policy_runs_everywhere(backend):
+    """Given:  the gradient of a jax.checkpoint with policy everything_saveable, whose jaxpr
+               saves a residual through reduce_precision(x, 8, 23) on float32
+       Result: the backend runs it (Core ML by folding the identity) and matches JAX"""
+    def f(x):
+        return jnp.sum(jnp.cos(jnp.sin(x)) * x)
+    g = jax.grad(jax.checkpoint(f, policy=jax.checkpoint_policies.everything_saveable))
+    x = np.linspace(-2, 2, 7).astype(F32)
+    assert "reduce_precision" in str(jax.make_jaxpr(g)(x))
+    np.testing.assert_allclose(rlx_jax.jit(g, backend=backend)(x), g(x), rtol=1e-5, atol=1e-6)
 
 
 def rms_grad_graph():

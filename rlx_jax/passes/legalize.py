@@ -1,5 +1,6 @@
 """Legalization: keep what the backend claims, expand the rest through DECOMPS to a fixpoint.
 
+A node whose decomposition does not apply to it (decompose.PARTIAL) counts as unclaimed.
 Whatever is still unclaimed afterwards is collected and raised once as a LegalizationError that
 names every node, its text and its user source line; with `fallback="host"` it stays in the
 graph instead, and `unclaimed` names it for the partitioner (passes/partition.py), which runs
@@ -28,10 +29,10 @@ def legalize_once(graph, keep, decomps=DECOMPS, predicates=None):
     def expand(b, n, ins):
         if _kept(n, keep, predicates) or n.kind in BOUNDARY:
             return None
-        if n.kind not in decomps:
+        res = decomps[n.kind](b, n, *ins) if n.kind in decomps else None
+        if res is None:              # no decomposition, or one that does not apply to n
             bad.append(n)
-            return None
-        return decomps[n.kind](b, n, *ins)
+        return res
     try:
         new, expanded = rewrite(graph, expand, "decomposition")
     except IRTypeError as e:
@@ -54,7 +55,6 @@ def unclaimed(graph, keep):
     return out
 
 
-
 def legalize(graph, keep, backend="?", decomps=DECOMPS, fallback="error"):
     """Returns an equivalent graph containing only kinds in `keep` (plus Input/Constant); with
     fallback="host", unclaimed nodes are kept (see `unclaimed`) instead of refused.
@@ -70,6 +70,6 @@ def legalize(graph, keep, backend="?", decomps=DECOMPS, fallback="error"):
                  for n in bad]
         raise LegalizationError(
             f"backend '{backend}' cannot run {len(bad)} node(s): it does not lower these kinds "
-            f"and no decomposition exists:\n" + "\n".join(lines)
+            f"and no decomposition applies to them:\n" + "\n".join(lines)
             + "\nUse another backend (rlx_jax.available_backends()), or rewrite these ops.")
     return dce(graph).verify()

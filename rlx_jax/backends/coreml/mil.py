@@ -2,12 +2,12 @@
 Function, giving a coremltools MIL Program.
 
 A rule is `rule(ctx, node, *operands) -> mil Var | tuple`; operands are MIL Vars. The table and
-what the rules share (MilCtx, refuse, INIT_VALUES) are in table.py; the families live in
-mil_elementwise.py, mil_shape.py, mil_reduce.py, mil_index.py, mil_conv.py and, for the
-high-level and backward kinds, mil_nn.py (normalizations and the
-small DiT ops), mil_nn_attn.py (attention, rope, softmax
-cross-entropy) and mil_nn_conv.py (pooling and convolution gradients). JAX semantics are those
-of rlx_jax/ir/reference.py.
+what the rules share (MilCtx, refuse, INIT_VALUES, UNARY_FNS) are in table.py; the families live
+in mil_elementwise.py (its special functions in mil_special.py), mil_shape.py, mil_reduce.py,
+mil_index.py, mil_conv.py and, for the high-level and backward kinds, mil_nn.py (normalizations
+and the small DiT ops), mil_nn_attn.py (attention, rope, softmax cross-entropy) and
+mil_nn_conv.py (pooling and convolution gradients). JAX semantics are those of
+rlx_jax/ir/reference.py.
 """
 from ...errors import LoweringError
 from ...ir.interpret import interpret
@@ -49,7 +49,7 @@ def load_families():
     """Imports every rule family, filling MIL_RULES."""
     from . import mil_conv, mil_elementwise, mil_index, mil_reduce, mil_shape  # noqa: F401
     from . import mil_nn, mil_nn_attn, mil_nn_conv  # noqa: F401
-    from . import mil_control  # noqa: F401
+    from . import mil_control, mil_special  # noqa: F401
 
 
 def sanitize(name, used):

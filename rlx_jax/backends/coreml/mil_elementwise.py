@@ -1,12 +1,13 @@
 """Elementwise MIL rules: Constant, Activation, Binary, Compare, Where, Cast, Iota.
 
-MIL's log/rsqrt add an epsilon by default; rules pass epsilon=0 so results match JAX.
+MIL's log/rsqrt add an epsilon by default; rules pass epsilon=0 so results match JAX. The special
+functions (erf_inv, lgamma, digamma) are composed in mil_special.py, through UNARY_FNS.
 """
 import numpy as np
 
 from ...ir.ops import OpKind as K
 from .legality import I32, mil_np_dtype
-from .table import mil_rule, refuse
+from .table import UNARY_FNS, mil_rule, refuse
 
 MIL_DTYPE = {"float32": "fp32", "float16": "fp16", "int32": "int32", "bool": "bool"}
 
@@ -18,11 +19,7 @@ DIRECT_UNARY = {
     "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "atanh": "atanh",
     "relu": "relu", "silu": "silu",
 }
-UNSUPPORTED_UNARY = {
-    "erf_inv": "MIL has no inverse error function",
-    "lgamma": "MIL has no log-gamma", "digamma": "MIL has no digamma",
-    "population_count": "MIL has no bit-counting op",
-}
+UNSUPPORTED_UNARY = {"population_count": "MIL has no bit-counting op"}
 
 
 @mil_rule(K.Constant)
@@ -42,7 +39,7 @@ def _iota(ctx, node):
     return ctx.const(val)
 
 
-def _log1p(ctx, x):
+def log1p(ctx, x):
     """log1p without cancellation: log(u) * x / (u - 1), u = 1 + x (exact where u == 1)."""
     mb = ctx.mb
     one = ctx.like(1, x)
@@ -109,7 +106,7 @@ def _asinh(ctx, x):
     x2 = mb.mul(x=small, y=small)
     inner = mb.add(x=small, y=mb.real_div(x=x2, y=mb.add(x=one, y=mb.sqrt(
         x=mb.add(x=x2, y=one)))))
-    mag = mb.select(cond=big, a=_log_2x(ctx, ax), b=_log1p(ctx, inner))
+    mag = mb.select(cond=big, a=_log_2x(ctx, ax), b=log1p(ctx, inner))
     return mb.mul(x=_sign(ctx, x), y=mag)
 
 
@@ -146,7 +143,7 @@ COMPOSED_UNARY = {
     # 1 / sqrt(x), not MIL's rsqrt, which is 1 / sqrt(x + epsilon): -0 + 0 is +0, so
     # rsqrt(-0.0) would be +inf where JAX gives -inf
     "rsqrt": lambda ctx, n, x: ctx.mb.real_div(x=ctx.like(1, x), y=ctx.mb.sqrt(x=x)),
-    "log1p": lambda ctx, n, x: _log1p(ctx, x),
+    "log1p": lambda ctx, n, x: log1p(ctx, x),
     "expm1": lambda ctx, n, x: _expm1(ctx, x),
     "round": _round,
     "is_finite": lambda ctx, n, x: ctx.mb.less_equal(
@@ -181,6 +178,8 @@ def _activation(ctx, node, x):
         return getattr(ctx.mb, DIRECT_UNARY[fn])(x=x)
     if fn in COMPOSED_UNARY:
         return COMPOSED_UNARY[fn](ctx, node, x)
+    if fn in UNARY_FNS:
+        return UNARY_FNS[fn](ctx, node, x)
     refuse(node, f"no MIL rule for unary fn {fn!r}")
 
 

@@ -1,7 +1,8 @@
 """MIL_RULES: OpKind -> rule(ctx, node, *mil_vars), and what the rule families share: MilCtx
 (the MIL builder and constant helpers), `refuse` (the error of a configuration MIL cannot
-express) and INIT_VALUES (the identity of each reduction). The families (mil_*.py) import this
-module; mil.py, the program builder, loads the families."""
+express), INIT_VALUES (the identity of each reduction) and UNARY_FNS (Activation fns composed by
+a family of their own, which the Activation rule dispatches to). The families (mil_*.py) import
+this module; mil.py, the program builder, loads the families."""
 import numpy as np
 
 from ...errors import LoweringError
@@ -9,6 +10,8 @@ from ...ir.interpret import rule_table
 from . import legality
 
 MIL_RULES, mil_rule = rule_table("MIL_RULES")
+# Activation fn name -> rule(ctx, node, x) for the fns a family composes (mil_special.py)
+UNARY_FNS, unary_fn = rule_table("MIL unary fns")
 
 
 class MilCtx:

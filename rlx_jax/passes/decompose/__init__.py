@@ -1,12 +1,22 @@
 """DECOMPS[OpKind] -> decomposition(b, node, *operands) emitting primitive IR into Builder `b`.
 
 A decomposition returns the replacement value (or tuple of values). It may emit kinds that need
-expanding again; legalization runs to a fixpoint.
+expanding again; legalization runs to a fixpoint. A decomposition that applies to some nodes of
+its kind only (PARTIAL names which) returns None for the others: they stay unclaimed, and
+legalization refuses them as it does a kind with no decomposition.
 """
+import jax.numpy as jnp
+
 from ...ir.interpret import rule_table
 from ...ir.ops import OpKind as K
 
 DECOMPS, decomp = rule_table("DECOMPS")
+# kind -> the nodes its decomposition applies to, where that is not every node of the kind
+PARTIAL = {
+    K.ReducePrecision: "decomposed where the target format has at least the operand dtype's "
+                       "exponent and mantissa bits (it is the identity there); one that rounds "
+                       "is refused",
+}
 
 
 @decomp(K.Narrow)
@@ -24,6 +34,16 @@ def _matmul(b, node, x, y):
     n = x.ndim
     batch = tuple(range(n - 2))
     return b.dot_general(x, y, ((n - 1,), (n - 2,)), (batch, batch))
+
+
+@decomp(K.ReducePrecision)
+def _reduce_precision(b, node, x):
+    """The identity where the target format holds every value of x's dtype (e.g. float32 to 8
+    exponent and 23 mantissa bits, which remat's saving policies insert); None otherwise."""
+    info = jnp.finfo(x.dtype)
+    if node.attrs["exponent_bits"] >= info.nexp and node.attrs["mantissa_bits"] >= info.nmant:
+        return x
+    return None
 
 
 from . import norms, activations, autodiff  # noqa: E402,F401  (the families)
