@@ -54,7 +54,7 @@ class Placement:
                 lines.append(f"  in:  {v.type_str()} {_fmt_bytes(v.nbytes)} ({origin})")
             for n in s.nodes:
                 why = f"  -- {self.host[id(n)]}" if id(n) in self.host else ""
-                lines.append(f"  {n.kind.name}{where(n)}{why}")
+                lines.append(f"  {_op(n)}{where(n)}{why}")
             for v in s.writes:
                 lines.append(f"  out: {v.type_str()} {_fmt_bytes(v.nbytes)}")
         return "\n".join(lines)
@@ -76,6 +76,12 @@ class Placement:
             lines.append(f"  [{tag:>8}] {n.text(names)}{where(n)}")
         lines.append("  return " + ", ".join(names(v) for v in self.graph.outputs))
         return "\n".join(lines)
+
+
+def _op(n):
+    """The op's kind, with its attributes when they are short (`Binary[fn=and]`)."""
+    attrs = n.attr_text()
+    return n.kind.name + (attrs if len(attrs) <= 40 else "")
 
 
 def _fmt_bytes(n):

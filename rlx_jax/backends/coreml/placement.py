@@ -45,7 +45,7 @@ class _Tolerant:
                 try:
                     return rule(ctx, node, *args)
                 except RlxError as e:
-                    self.refused[id(node)] = str(e).split("\n")[0]
+                    self.refused[id(node)] = str(e).split("\n")[0].split("; use backend")[0]
                 except Exception as e:  # noqa: BLE001 - any failure: the node goes to the host
                     self.refused[id(node)] = f"the MIL lowering failed: {type(e).__name__}: {e}"
             outs = [_stand_in(ctx, o) for o in node.outputs]
