@@ -28,11 +28,12 @@ FREE = (OpKind.Input, OpKind.Constant)
 
 class Segment:
     """One segment: `graph` (its own Inputs stand for `reads`, outer values) computes `writes`
-    (the values later segments or the graph's outputs read). `nodes` are the original nodes."""
+    (the values later segments or the graph's outputs read). `nodes` are the original nodes;
+    `constants` pairs each Constant copied into `graph` with the original."""
 
     def __init__(self, index, placement, nodes):
         self.index, self.placement, self.nodes = index, placement, nodes
-        self.graph, self.reads, self.writes = None, [], []
+        self.graph, self.reads, self.writes, self.constants = None, [], [], []
 
 
 def value_reasons(graph, problems):
@@ -142,6 +143,7 @@ def _extract(graph, segments, seg):
                     continue
                 if v.node.kind is OpKind.Constant:
                     env[v.id] = copy_node(b, v.node, [])[0]
+                    s.constants.append((env[v.id].node, v.node))
                 else:
                     env[v.id] = b.input(v.shape, v.dtype)
                     s.reads.append(v)
