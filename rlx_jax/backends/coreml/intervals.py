@@ -42,6 +42,14 @@ def _binary(fn, a, b):
     return None
 
 
+_UNARY = {   # integer unary fn -> (lo, hi) -> bounds of the result
+    "neg": lambda lo, hi: (-hi, -lo),
+    "sign": lambda lo, hi: (int(np.sign(lo)), int(np.sign(hi))),
+    "abs": lambda lo, hi: (0 if lo <= 0 <= hi else min(abs(lo), abs(hi)),
+                           max(abs(lo), abs(hi))),
+}
+
+
 def _node(n, get):
     a = n.attrs
     if n.kind is K.Constant:
@@ -67,6 +75,8 @@ def _node(n, get):
         return [_union(get(n.inputs[0]), get(n.inputs[2]))]
     if n.kind is K.Binary:
         return [_binary(a["fn"], get(n.inputs[0]), get(n.inputs[1]))]
+    if n.kind is K.Activation and a["fn"] in _UNARY:
+        return [_UNARY[a["fn"]](*get(n.inputs[0]))]
     if n.kind is K.Cast:
         src = n.inputs[0]
         if src.dtype == np.bool_:
