@@ -25,6 +25,11 @@ class BadArgumentError(RlxError, TypeError):
     """Bad call: wrong pytree, missing/unhashable static argument, unknown backend or option."""
 
 
+class ArgumentRangeError(RlxError, ValueError):
+    """A call's argument holds values outside those its compiled program was built for (e.g. a
+    uint32 or int64 argument beyond int32 range on Core ML, which computes integers in int32)."""
+
+
 class BackendUnavailableError(RlxError):
     """The requested backend cannot run on this machine."""
 

@@ -105,7 +105,26 @@ def plan(graph, backend, keep, fallback="host", options=None):
     host = host_nodes(graph, backend, keep, options)
     if host and fallback == "error":
         raise_host(graph, backend, host)
-    return Placement(graph, backend, partition(graph, host), host)
+    segments = partition(graph, host)
+    if len(segments) > 1:
+        _bound_reads(graph, backend, segments)
+    return Placement(graph, backend, segments, host)
+
+
+def _bound_reads(graph, backend, segments):
+    """A device segment's integer Inputs carry the bounds the whole graph proves for the values
+    they stand for (`Backend.value_bounds`, Core ML's interval analysis), so the segment is
+    lowered knowing what the whole program knew."""
+    value_bounds = getattr(backend, "value_bounds", None)
+    if value_bounds is None:
+        return
+    bounds = value_bounds(graph)
+    for s in segments:
+        if s.placement != DEVICE:
+            continue
+        for inp, v in zip(s.graph.inputs, s.reads):
+            if v.dtype.kind in "iu" and bounds.get(v.id) is not None:
+                inp.node.attrs["bounds"] = tuple(int(b) for b in bounds[v.id])
 
 
 def raise_host(graph, backend, host, what="run", todo=None):

@@ -3,13 +3,22 @@
 (DIVERGENCES, case name -> Expect) where the case is; tests/divergences.py resolves a case
 against both (a per-case entry wins). Every entry here is a program Core ML cannot run whole:
 it runs with those ops placed on the host (`host=True`, fallback="host", matching JAX) and is
-refused with fallback="error" (`error`, the LegalizationError naming every host op). Every
-other op-table case must run entirely on the device. No case has a looser tolerance."""
+refused with fallback="error" (the LegalizationError naming every host op). Every other
+op-table case must run entirely on the device. No case has a looser tolerance."""
 from .op_table import Expect
 
 BF16 = 'Core ML has no bfloat16 tensors: ops on them run on the host'
-U32 = ('Core ML integers are int32: ops on uint32 values not provably below 2**31 (casts, '
-       'wrapping arithmetic) run on the host rather than reinterpreted')
+# uint32 / int64 / uint64 arguments are taken to hold int32-range values (checked at call
+# time); what is computed from them runs on the host where it may leave int32 range
+NARROW = 'Core ML integers are int32: uint32/int64/uint64 arguments are narrowed to int32 range, '
+OVERFLOW = (NARROW + 'but this result (a sum, product, difference or offset of them) may leave '
+            'int32 range, so it runs on the host rather than wrapped')
+DIV = (NARROW + 'but integer division and remainder have no interval rule (a uint32 division by '
+       'zero gives 2**32-1), so their results are not proven to fit')
+CAST_U32 = ('Core ML integers are int32: converting negative int32 or float32 values to uint32 '
+            'wraps or saturates beyond int32 range, so the conversion runs on the host')
+CUM_UNSIGNED = ('the MIL lowering of cumulative max/min scans signed integers and floats only '
+                '(it has no identity for an unsigned dtype)')
 BITS = ('MIL has no bit-level ops (bitcast, bitwise and/or/xor/not on integers, shifts, '
         'population count, nextafter, total-order compares built on bitcast)')
 REDUCE_PRECISION = 'MIL has no op rounding to a narrower float format'
@@ -19,16 +28,10 @@ INT_CONV = 'MIL conv is floating-point only; an exact integer convolution is not
 
 # jax_enable_x64 types (tests/test_x64.py)
 F64 = 'Core ML has no float64 tensors: ops on them run on the host'
-I64 = ('Core ML integers are int32: ops on int64/uint64 values not provably within int32 '
-       'range run on the host rather than silently narrowed')
 
-# in this order: a case with both float64 and int64 values is recorded for its float64 ones
 DTYPE_DIVERGENCES = {
     'bfloat16': Expect(reason=BF16, host=True),
-    'uint32': Expect(reason=U32, host=True),
     'float64': Expect(reason=F64, host=True),
-    'int64': Expect(reason=I64, host=True),
-    'uint64': Expect(reason=I64, host=True),
 }
 
 DIVERGENCES = {
@@ -66,7 +69,42 @@ DIVERGENCES = {
     'reduce_xor_i32': Expect(reason=BITS, host=True),
     'conv_i32_i32': Expect(reason=INT_CONV, host=True),
     'select_and_gather_add_f32': Expect(reason=SELECT_GATHER, host=True),
+    # ---- uint32 ----
+    'add_u32': Expect(reason=OVERFLOW, host=True),
+    'mul_u32': Expect(reason=OVERFLOW, host=True),
+    'sub_u32_wrap': Expect(reason=OVERFLOW, host=True),
+    'reduce_sum_u32': Expect(reason=OVERFLOW, host=True),
+    'cumsum_u32': Expect(reason=OVERFLOW, host=True),
+    'scatter-add_u32': Expect(reason=OVERFLOW, host=True),
+    'iota_broadcasted_u32': Expect(reason=OVERFLOW, host=True),
+    'div_u32': Expect(reason=DIV, host=True),
+    'rem_u32': Expect(reason=DIV, host=True),
+    'convert_i32_to_ui32': Expect(reason=CAST_U32, host=True),
+    'convert_f32_to_ui32': Expect(reason=CAST_U32, host=True),
+    'cummax_u32': Expect(reason=CUM_UNSIGNED, host=True),
+    'not_u32': Expect(reason=BITS, host=True),
+    'population_count_u32': Expect(reason=BITS, host=True),
+    'and_u32': Expect(reason=BITS, host=True),
+    'or_u32': Expect(reason=BITS, host=True),
+    'xor_u32': Expect(reason=BITS, host=True),
+    'shift_left_uint32': Expect(reason=BITS, host=True),
+    'shift_right_logical_uint32': Expect(reason=BITS, host=True),
+    'shift_right_arithmetic_uint32': Expect(reason=BITS, host=True),
+    'reduce_and_u32': Expect(reason=BITS, host=True),
+    'reduce_or_u32': Expect(reason=BITS, host=True),
+    'reduce_xor_u32': Expect(reason=BITS, host=True),
     # ---- jax_enable_x64 cases (tests/test_x64.py) ----
     'x64_bitcast': Expect(reason=BITS, host=True),
+    'x64_add_i64': Expect(reason=OVERFLOW, host=True),
+    'x64_add_u64': Expect(reason=OVERFLOW, host=True),
+    'x64_mul_i64': Expect(reason=OVERFLOW, host=True),
+    'x64_large_i64': Expect(reason=OVERFLOW, host=True),
+    'x64_reduce_sum_i64': Expect(reason=OVERFLOW, host=True),
+    'x64_cumsum_i64': Expect(reason=OVERFLOW, host=True),
+    'x64_iota_i64': Expect(reason=OVERFLOW, host=True),
+    'x64_div_rem_i64_signs': Expect(reason=DIV, host=True),
+    'x64_shift_left_i64': Expect(reason=BITS, host=True),
+    'x64_shift_right_logical_i64': Expect(reason=BITS, host=True),
+    'x64_shift_right_arithmetic_i64': Expect(reason=BITS, host=True),
 }
 

@@ -206,3 +206,22 @@ def test_mlx_runs_a_kind_it_does_not_claim_on_the_host_between_compiled_segments
 def test_bad_fallback_value_is_refused():
     with pytest.raises(errors.BadArgumentError, match="fallback"):
         rlx_jax.jit(jnp.sin, backend="xla", fallback="cpu")
+
+
+def test_a_device_segment_knows_the_bounds_the_whole_program_proves():
+    """Given: a uint32 iota (bounds [0, 35]) read after a host op by `k * 1000`. Result: the
+    last Core ML segment takes k with those bounds (so k * 1000 is proven to fit int32 there
+    too) and the values equal JAX's."""
+    _needs("coreml")
+
+    def f(x):
+        k = jnp.arange(8, dtype=jnp.uint32) * 5
+        b = (x.astype(jnp.int32) & 7) > 3                      # host
+        return jnp.where(b, k * 1000, k)
+    x = np.arange(8, dtype=np.float32) * 3
+    placed = rlx_jax.jit(f, backend="coreml").lower(x).placement()
+    assert [s.placement for s in placed.segments] == ["device", "host", "device"]
+    (k,) = [v for v in placed.segments[2].graph.inputs if v.dtype == np.uint32]
+    assert k.node.attrs["bounds"] == (0, 35)
+    np.testing.assert_array_equal(np.asarray(rlx_jax.jit(f, backend="coreml")(x)),
+                                  np.asarray(f(x)))

@@ -87,6 +87,12 @@ class CoremlBackend:
             return {}
         return host_reasons(graph, known, opts.target)
 
+    def value_bounds(self, graph):
+        """{value id: (lo, hi)} the interval analysis proves for integer values (intervals.py);
+        the partitioner gives them to the Inputs of device segments."""
+        from .intervals import intervals
+        return intervals(graph)
+
     def check_options(self, options):
         package.import_coremltools()
         package.Options(**options)

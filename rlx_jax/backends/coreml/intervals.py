@@ -1,11 +1,18 @@
 """Interval analysis of integer values, to prove where non-int32 integers fit in int32.
 
 bounds[value id] = (lo, hi) with Python ints, or None where nothing is proven (a result that
-may have wrapped around, or a kind without a rule here). Inputs hold their dtype's range.
+may have wrapped around, or a kind without a rule here). A program input holds the values of
+its Input node's `bounds` attribute ((lo, hi), set e.g. on the inputs of a graph segment)
+where it has one, else those of its dtype within int32 range: a uint32 input is assumed to
+hold [0, 2**31-1], an int64 one [-2**31, 2**31-1] (`input_bounds`; the Core ML model boundary
+checks every call's arguments against them). What is computed from an input is analysed as
+usual: a uint32 `count + 1` may reach 2**31 and is not proven to fit.
 """
 import numpy as np
 
 from ...ir.ops import OpKind as K
+
+I32_MIN, I32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
 
 # kinds whose integer outputs take their values from the union of some operands' values
 _SAME_VALUES = {
@@ -21,6 +28,16 @@ def _range(dtype):
         return (0, 1)
     info = np.iinfo(dtype)
     return (int(info.min), int(info.max))
+
+
+def input_bounds(v):
+    """(lo, hi): the values the program input `v` (an integer or bool Value produced by an
+    Input node) is assumed to hold; see the module docstring."""
+    lo, hi = _range(v.dtype)
+    given = v.node.attrs.get("bounds") if v.node is not None else None
+    if given is None:
+        return (max(lo, I32_MIN), min(hi, I32_MAX))
+    return (max(lo, int(given[0])), min(hi, int(given[1])))
 
 
 def _union(*bs):
@@ -40,6 +57,14 @@ def _binary(fn, a, b):
     if fn == "min":
         return (min(a[0], b[0]), min(a[1], b[1]))
     return None
+
+
+_UNARY = {   # integer unary fn -> (lo, hi) -> bounds of the result
+    "neg": lambda lo, hi: (-hi, -lo),
+    "sign": lambda lo, hi: (int(np.sign(lo)), int(np.sign(hi))),
+    "abs": lambda lo, hi: (0 if lo <= 0 <= hi else min(abs(lo), abs(hi)),
+                           max(abs(lo), abs(hi))),
+}
 
 
 def _node(n, get):
@@ -67,6 +92,8 @@ def _node(n, get):
         return [_union(get(n.inputs[0]), get(n.inputs[2]))]
     if n.kind is K.Binary:
         return [_binary(a["fn"], get(n.inputs[0]), get(n.inputs[1]))]
+    if n.kind is K.Activation and a["fn"] in _UNARY:
+        return [_UNARY[a["fn"]](*get(n.inputs[0]))]
     if n.kind is K.Cast:
         src = n.inputs[0]
         if src.dtype == np.bool_:
@@ -79,6 +106,7 @@ def _node(n, get):
 
 
 def intervals(graph):
+    """{value id: (lo, hi) or None} for the integer values of `graph`'s top level."""
     bounds = {}
 
     class Unknown(Exception):
@@ -96,7 +124,7 @@ def intervals(graph):
         if not any(o.dtype.kind in "iu" for o in n.outputs):
             continue
         if n.kind is K.Input:
-            bounds[n.out.id] = _range(n.out.dtype)
+            bounds[n.out.id] = input_bounds(n.out)
             continue
         try:
             res = _node(n, get)

@@ -10,13 +10,15 @@ Nodes inside control-flow regions (If / While / Scan bodies) are checked like to
 zero-size value there is refused (only top-level ones are folded away), and so is a narrowed
 integer there (the interval analysis proves no bounds inside regions).
 Model inputs/outputs: bool and narrowed integers travel as int32, rank-0 values as shape (1,);
-the host side converts back, so the user sees JAX's dtypes and shapes.
+the host side converts back, so the user sees JAX's dtypes and shapes. A uint32/int64/uint64
+program input is taken to hold int32-range values (intervals.input_bounds), and every call's
+argument is checked against that before it is narrowed (Boundary.to_model).
 """
 import numpy as np
 
-from ...errors import LoweringError
+from ...errors import ArgumentRangeError, LoweringError
 from ...ir.interpret import where
-from .intervals import intervals
+from .intervals import input_bounds, intervals
 
 MAX_RANK = 5
 MIL_DTYPES = frozenset(np.dtype(d) for d in ("float32", "float16", "int32", "bool"))
@@ -132,10 +134,35 @@ class Boundary:
             return mb.reshape(x=var, shape=np.ones((1,), np.int32), name=name)
         return mb.identity(x=var, name=name)
 
-    def to_model(self, v, x):
-        """Host side: a user array -> the model input array."""
-        return np.ascontiguousarray(np.asarray(x).astype(self.model_dtype(v), copy=False)
+    def to_model(self, v, x, what=None):
+        """Host side: a user array -> the model input array. An integer input narrowed to int32
+        must hold values within the bounds the program was built for (intervals.input_bounds);
+        `what` names the argument in the error raised otherwise."""
+        x = np.asarray(x)
+        if v.dtype.kind in "iu" and x.size:
+            self.check_range(v, x, what or f"input {v.node.attrs.get('index', '?')}")
+        return np.ascontiguousarray(x.astype(self.model_dtype(v), copy=False)
                                     .reshape(self.model_shape(v)))
+
+    @staticmethod
+    def check_range(v, x, what):
+        """Raises ArgumentRangeError when the array `x` for the integer input `v` holds values
+        outside the input's bounds (intervals.input_bounds); `what` names the argument."""
+        lo, hi = input_bounds(v)
+        info = np.iinfo(v.dtype)
+        if (lo, hi) == (info.min, info.max):
+            return                        # every value of the dtype fits
+        got = (int(x.min()), int(x.max()))
+        if lo <= got[0] and got[1] <= hi:
+            return
+        dt = v.dtype.name
+        raise ArgumentRangeError(
+            f"argument {what} of the Core ML program ({dt}{list(x.shape)}) holds values in "
+            f"[{got[0]}, {got[1]}], outside the [{lo}, {hi}] the program was built for: Core ML "
+            f"computes integers in int32, and {dt} arguments are narrowed to int32\n"
+            f"  What to do: pass values within [{lo}, {hi}] (or cast before the call: to "
+            f"float32, or to int32 where the values fit), or use backend='xla' or 'mlx', which "
+            f"compute in {dt}")
 
     @staticmethod
     def from_model(v, y):

@@ -1,27 +1,29 @@
-"""Keeping Core ML programs at rank <= 5 where JAX passes through rank 6 only on the way.
+"""Keeping Core ML programs at rank <= 5 where JAX passes through a higher rank on the way.
 
-jnp.tile and jnp.repeat broadcast into interleaved axes and merge them again
-(Expand -> Reshape); their gradients split and reduce (Reshape -> Reduce). Only the middle value
-has rank > 5. `lower_rank` rewrites each such pair into one step per merged axis group (reshape
-that group out, broadcast or reduce it, merge it back), each step of rank <= 5, so the program
-never holds the high-rank value. A pair that is not of this form is left alone (legality then
-names it). A transpose above rank 5 is done at the rank of its merged form, between reshapes
-that compose with the ones around it.
+First every node above rank 5 is done at its canonical rank, unit axes dropped and alike runs
+of axes merged (rank_canon.py). What stays above rank 5 then are broadcasts and reductions
+whose axes alternate too often to merge: jnp.tile and jnp.repeat of a rank-4 or rank-5 value
+broadcast into interleaved axes and merge them again (Expand -> Reshape); their gradients split
+and reduce (Reshape -> Reduce). Only the middle value has rank > 5. `lower_rank` rewrites each
+such pair into one step per merged axis group (reshape that group out, broadcast or reduce it,
+merge it back), each step of rank <= 5, so the program never holds the high-rank value. A pair
+that is not of this form is left alone (legality then names it).
 
-Given / Result (tile of f32[2,3,4] by (2,1,3)):
+Given / Result (tile of f32[2,3,4,5] by (2,2,2,2): canonical rank 8, broadcast and mapped
+axes alternating):
+    b:f32[2,2,2,3,2,4,2,5] = Expand[dims=(1,3,5,7)] a;  c:f32[4,6,8,10] = Reshape b
+    ->  one Expand per tiled axis, each of rank <= 5 (e.g. f32[2,2,60] -> f32[4,60])
+
+Given / Result (tile of f32[2,3,4] by (2,1,3)): canonical rank 4, one step
     b:f32[2,2,1,3,3,4] = Expand[dims=(1,3,5)] a;  c:f32[4,3,12] = Reshape b
-    ->  Expand f32[2,2,12]  (axis 0 tiled, rank 3);  Expand f32[4,3,3,4]  (axis 2 tiled, rank 4)
-
-Given / Result (the kernel of a 2-group 3-D conv's input gradient):
-    b:f32[2,3,2,2,3,2] = Reshape a:f32[6,2,2,3,2];  c = Transpose[perm=(1,0,2,3,4,5)] b;
-    d:f32[3,4,2,3,2] = Reshape c
-    ->  Reshape a to f32[2,3,24];  Transpose[perm=(1,0,2)];  Reshape to f32[3,4,2,3,2]
+    ->  Expand f32[2,12] to f32[2,2,3,12] (dims (1,3));  Reshape to f32[4,3,12]
 """
 import numpy as np
 
 from ...ir.ops import OpKind as K
-from ...ir.rewrite import dce, rewrite
+from ...ir.rewrite import rewrite
 from .legality import MAX_RANK
+from .rank_canon import canonicalize
 from .rank_control import lower_region_ranks
 
 
@@ -137,59 +139,15 @@ def _pairs(graph):
     return pairs
 
 
-def _merged(shape, perm):
-    """The same transpose at its lowest rank: size-1 axes dropped, runs of axes that stay
-    adjacent and in order merged. Returns (merged input shape, merged perm)."""
-    kept = [p for p in perm if shape[p] != 1]
-    pos = {a: i for i, a in enumerate(sorted(kept))}
-    runs = []                                           # in output order
-    for p in kept:
-        if runs and pos[p] == pos[runs[-1][-1]] + 1:
-            runs[-1].append(p)
-        else:
-            runs.append([p])
-    by_input = sorted(runs, key=lambda r: r[0])
-    sizes = [int(np.prod([shape[a] for a in r], dtype=np.int64)) for r in by_input]
-    return sizes, [by_input.index(r) for r in runs]
-
-
-def _reshape(b, x, shape):
-    """b.reshape, reading through reshapes to rank > 5 (a reshape of a reshape is one)."""
-    while x.node is not None and x.node.kind is K.Reshape and x.ndim > MAX_RANK:
-        x = x.node.inputs[0]
-    return b.reshape(x, shape)
-
-
-def _lower_transposes(graph):
-    """Transposes above rank 5 done at the rank of their merged form (JAX's gradient of a
-    grouped 3-D conv splits the kernel's output features into groups, swaps them with the
-    input features and merges again: [O, I, D, H, W] -> [g, O/g, I, D, H, W] -> ... ->
-    [O/g, g·I, D, H, W]; the spatial axes move together). The reshapes around each such
-    transpose compose with the ones JAX put there, so no value above rank 5 is left; a
-    transpose that merges to no rank <= 5 is left alone (legality then names it)."""
-    todo = {n.out.id for n in graph.nodes if n.kind is K.Transpose and n.out.ndim > MAX_RANK
-            and len(_merged(n.inputs[0].shape, n.attrs["perm"])[0]) <= MAX_RANK}
-    if not todo:
-        return graph
-
-    def lower(b, n, ins):
-        if n.kind is K.Transpose and n.out.id in todo:
-            sizes, perm = _merged(n.inputs[0].shape, n.attrs["perm"])
-            return _reshape(b, b.transpose(_reshape(b, ins[0], sizes), perm), n.out.shape)
-        if n.kind is K.Reshape and ins[0].ndim > MAX_RANK:
-            return _reshape(b, ins[0], n.out.shape)
-        return None
-    return dce(rewrite(graph, lower, "lower_rank")[0]).verify()
-
-
 def lower_rank(graph):
-    """`graph` with its high-rank transposes and its rank-6 broadcast-merge / split-reduce
-    pairs rewritten at rank <= 5 (the same graph when it holds no value above rank 5);
-    regions get the same rewrite (rank_control.py)."""
+    """`graph` with its nodes above rank 5 done at their canonical rank (rank_canon.py), and
+    the broadcast-merge / split-reduce pairs whose canonical form is still above rank 5
+    rewritten group by group at rank <= 5 (the same graph when it holds no value above rank
+    5); regions get the same rewrite (rank_control.py)."""
     graph = lower_region_ranks(graph, lower_rank)
     if all(v.ndim <= MAX_RANK for n in graph.nodes for v in n.outputs):
         return graph
-    graph = _lower_transposes(graph)
+    graph = canonicalize(graph)
     pairs = _pairs(graph)
     if not pairs:
         return graph

@@ -45,6 +45,11 @@ def _serialized(execute):
     return run
 
 
+def _argument(i, name):
+    """How an error names argument leaf i of a program (with its pytree path where known)."""
+    return f"{i} ('{name}')" if name else f"{i}"
+
+
 class CoremlExecutable:
     """Callable on one array per graph input; returns the outputs as numpy arrays.
 
@@ -70,8 +75,9 @@ class CoremlExecutable:
     def __call__(self, *args):
         if len(args) != len(self.graph.inputs):
             raise TypeError(f"expected {len(self.graph.inputs)} arrays, got {len(args)}")
-        feeds = {n: self.boundary.to_model(v, a)
-                 for n, v, a in zip(self.input_names, self.graph.inputs, args)}
+        names = self.graph.input_names or [None] * len(args)
+        feeds = {n: self.boundary.to_model(v, a, _argument(i, names[i]))
+                 for i, (n, v, a) in enumerate(zip(self.input_names, self.graph.inputs, args))}
         outs = self._predict(feeds)
         return [self.boundary.from_model(v, outs[n])
                 for n, v in zip(self.output_names, self.graph.outputs)]
