@@ -64,8 +64,9 @@ class PartitionedExecutable:
                 form = "jax"
             self.steps.append((s, exe, form))
         self.form = FORMS[backend.name]
-        self.runtime = f"{getattr(self.steps[0][1], 'runtime', backend.name)}+host" \
-            if self.steps else backend.name
+        device = [exe for s, exe, _ in self.steps if s.placement == DEVICE]
+        self.runtime = (getattr(device[0], "runtime", backend.name) if device else "none") \
+            + "+host"
         self._inputs = [(n.out.id, n.attrs["index"]) for n in graph.nodes
                         if n.kind is OpKind.Input]
         self._consts = {n.out.id: n.attrs["value"] for n in graph.nodes

@@ -225,3 +225,11 @@ def test_a_device_segment_knows_the_bounds_the_whole_program_proves():
     assert k.node.attrs["bounds"] == (0, 35)
     np.testing.assert_array_equal(np.asarray(rlx_jax.jit(f, backend="coreml")(x)),
                                   np.asarray(f(x)))
+
+
+def test_compiled_runtime_says_host():
+    _needs("coreml")
+    compiled = rlx_jax.jit(bitwise_middle, backend="coreml").lower(X, W).compile()
+    assert compiled.runtime.endswith("+host") and compiled.runtime != "none+host"
+    with pytest.raises(errors.BadArgumentError, match="placement"):
+        compiled.lowered.op_counts("backend")
