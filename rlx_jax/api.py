@@ -76,7 +76,8 @@ class Lowered:
             exe = self.backend.lower(self.legalized, name=self.name, **opts)
         else:
             warn_once(self._placement)
-            exe = PartitionedExecutable(self._placement, self.name, opts)
+            exe = PartitionedExecutable(self._placement, self.name, opts,
+                                        self.options.get("output", _options.DEFAULT_OUTPUT))
         self.timings["lower"] = time.perf_counter() - t0
         return Compiled(exe, self, self.options.get("output", _options.DEFAULT_OUTPUT))
 
@@ -89,7 +90,8 @@ class Compiled:
         self.lowered = lowered
         self.runtime = getattr(executable, "runtime", lowered.backend.name)
         self.output = output
-        self._convert = lowered.backend.output_converter(output)
+        self._convert = None if getattr(executable, "converts_output", False) else \
+            lowered.backend.output_converter(output)
 
     def call_flat(self, leaves):
         outs = self.executable(*leaves)

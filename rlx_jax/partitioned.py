@@ -11,6 +11,7 @@ import jax
 import numpy as np
 
 from .backends.base import all_backends, kept_kinds
+from .errors import LoweringError
 from .ir.ops import OpKind
 from .passes.legalize import legalize
 from .passes.partition import DEVICE
@@ -46,11 +47,14 @@ def to_form(x, form, dtype):
 
 
 class PartitionedExecutable:
-    """Callable on one array per graph input; returns the outputs in the device backend's
-    array form. `steps` are (segment, its executable, its array form); `last_crossings` counts
-    the conversions of the latest call ({"conversions": n, "bytes": b})."""
+    """Callable on one array per graph input; returns the outputs as jit's `output` option
+    asks (`converts_output`): results in the device backend's form go through its own output
+    converter, and a result the device cannot hold (e.g. complex64 on MLX) comes back as a
+    jax.Array (numpy for output="numpy"). `steps` are (segment, its executable, its array
+    form); `last_crossings` counts the conversions of the latest call."""
+    converts_output = True
 
-    def __init__(self, placement, name, options):
+    def __init__(self, placement, name, options, output="jax"):
         self.placement = placement
         graph, backend = placement.graph, placement.backend
         xla = all_backends()["xla"]
@@ -72,6 +76,8 @@ class PartitionedExecutable:
         self._consts = {n.out.id: n.attrs["value"] for n in graph.nodes
                         if n.kind is OpKind.Constant}
         self.last_crossings = {"conversions": 0, "bytes": 0}
+        self.output = output
+        self._convert = backend.output_converter(output)
 
     def __call__(self, *args):
         env = {vid: {"arg": args[i]} for vid, i in self._inputs}
@@ -93,4 +99,17 @@ class PartitionedExecutable:
             for v, o in zip(s.writes, outs):
                 env[v.id] = {form: o}
         self.last_crossings = stats
-        return [get(v, self.form) for v in self.placement.graph.outputs]
+        return self._results(get)
+
+    def _results(self, get):
+        outs, native = [], []
+        for i, v in enumerate(self.placement.graph.outputs):
+            try:
+                outs.append(get(v, self.form))
+                native.append(i)
+            except LoweringError:             # no such array on the device backend
+                outs.append(get(v, "numpy" if self.output == "numpy" else "jax"))
+        if self._convert is not None and native:
+            for i, o in zip(native, self._convert([outs[i] for i in native])):
+                outs[i] = o
+        return outs

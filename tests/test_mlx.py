@@ -195,13 +195,20 @@ def test_compile_false_option():
     assert next(iter(f._cache.values())).runtime == "mlx-eager"
 
 
-def test_unsupported_dtype_error_names_dtype_node_and_source_line():
+def test_unsupported_dtype_runs_on_the_host_or_is_refused_naming_it():
+    """Given: complex64, which backend 'mlx' does not hold. Result: the op runs on the host
+    (a jax.Array result equal to JAX's); with fallback="error", a LegalizationError names the
+    dtype, the node and the source line."""
     def f(x):
         return x * 2
-    with pytest.raises(errors.LoweringError) as e:
-        rlx_jax.jit(f, backend="mlx")(np.ones(3, np.complex64))
+    x = np.ones(3, np.complex64) * (1 + 2j)
+    got = rlx_jax.jit(f, backend="mlx")(x)
+    assert isinstance(got, jax.Array) and got.dtype == np.complex64
+    np.testing.assert_array_equal(np.asarray(got), x * 2)
+    with pytest.raises(errors.LegalizationError) as e:
+        rlx_jax.jit(f, backend="mlx", fallback="error")(x)
     msg = str(e.value)
-    assert "complex64" in msg and "argument 0" in msg and "'f'" in msg
+    assert "complex64" in msg and "test_mlx.py:" in msg and "'f'" in msg
 
 
 def test_float64_is_refused_on_the_gpu(monkeypatch):
