@@ -14,13 +14,12 @@ from . import options as _options
 from . import transforms
 from .arguments import (TracedArgument, leaf_names, leaf_signature, output_names,
                         raise_unhashable)
-from .backends.base import all_backends, available_backends, get_backend, kept_kinds
+from .backends.base import all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
 from .partitioned import PartitionedExecutable
-from .passes.legalize import legalize
 from .passes.recognize import recognize
-from .placement import plan, raise_host, warn_once
+from .placement import place, raise_host, warn_once
 
 
 class Lowered:
@@ -242,13 +241,9 @@ class Jitted:
         names = available_backends() if self.backend_name == "auto" else [self.backend_name]
         best = None
         for name in names:
-            backend = get_backend(name)
-            keep = kept_kinds(backend, self.options.get("native_backward", True))
             fallback = "host" if len(names) > 1 else self.options.get("fallback", "host")
-            legal = legalize(graph, keep, backend=backend.name, fallback=fallback)
-            prepare = getattr(backend, "prepare", None)
-            legal = prepare(legal) if prepare is not None else legal
-            placed = plan(legal, backend, keep, fallback, options=self._backend_options())
+            placed = place(graph, get_backend(name), self.options.get("native_backward", True),
+                           fallback, self._backend_options())
             if placed.device_only:
                 return placed
             if best is None or len(placed.host) < len(best.host):

@@ -11,7 +11,7 @@ from absl import logging
 
 from .errors import LegalizationError
 from .ir.interpret import where
-from .passes.legalize import unclaimed
+from .passes.legalize import legalize, unclaimed
 from .passes.partition import DEVICE, FREE, HOST, partition
 
 _WARNED = set()
@@ -98,6 +98,18 @@ def host_nodes(graph, backend, keep, options=None):
     if check is not None:
         host.update(check(graph, host, **(options or {})))
     return host
+
+
+def place(graph, backend, native_backward=True, fallback="host", options=None):
+    """Legalizes traced `graph` for `backend` (kept kinds native, the rest decomposed; with
+    fallback="host" what neither stays for the host), applies the backend's `prepare` (Core ML:
+    ranks rewritten to <= 5) and returns its Placement (`plan`)."""
+    from .backends.base import kept_kinds
+    keep = kept_kinds(backend, native_backward)
+    legal = legalize(graph, keep, backend=backend.name, fallback=fallback)
+    prepare = getattr(backend, "prepare", None)
+    legal = prepare(legal) if prepare is not None else legal
+    return plan(legal, backend, keep, fallback, options)
 
 
 def plan(graph, backend, keep, fallback="host", options=None):

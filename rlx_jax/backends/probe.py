@@ -2,10 +2,9 @@
 
 `supports(backend, graph)` legalizes the graph for the backend as `rlx_jax.jit` does (kept
 kinds native, the rest decomposed), asks the backend what it cannot run
-(placement.host_nodes) and returns a `Support`: true when nothing would be host-placed, with
+(placement.place) and returns a `Support`: true when nothing would be host-placed, with
 `host` listing the ops that would run on the host and why.
 """
-from ..passes.legalize import legalize
 
 
 class Support:
@@ -28,11 +27,6 @@ class Support:
 def supports(backend, graph):
     """The Support of `graph` on `backend` (a backend object; `rlx_jax.backends.supports`
     also takes a name)."""
-    from ..placement import host_nodes
-    from .base import kept_kinds
-    keep = kept_kinds(backend)
-    legal = legalize(graph, keep, backend=backend.name, fallback="host")
-    prepare = getattr(backend, "prepare", None)
-    legal = prepare(legal) if prepare is not None else legal
-    host = host_nodes(legal, backend, keep)
-    return Support(backend.name, [(n, host[id(n)]) for n in legal.nodes if id(n) in host])
+    from ..placement import place
+    placed = place(graph, backend)
+    return Support(backend.name, placed.host_ops())
