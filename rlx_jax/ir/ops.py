@@ -212,6 +212,7 @@ class OpKind(enum.Enum):
     RandomBits = "RandomBits"
     RandomSplit = "RandomSplit"
     RandomFoldIn = "RandomFoldIn"
+    RandomGamma = "RandomGamma"
     ThreeFry2x32 = "ThreeFry2x32"
 
 
@@ -220,7 +221,7 @@ EXTENSIONS = frozenset({
     OpKind.DynamicSlice, OpKind.DynamicUpdateSlice, OpKind.Bitcast, OpKind.ReducePrecision,
     OpKind.Scatter, OpKind.SelectAndScatterAdd, OpKind.SelectAndGatherAdd,
     OpKind.RandomSeed, OpKind.RandomWrap, OpKind.RandomUnwrap, OpKind.RandomBits,
-    OpKind.RandomSplit, OpKind.RandomFoldIn, OpKind.ThreeFry2x32,
+    OpKind.RandomSplit, OpKind.RandomFoldIn, OpKind.RandomGamma, OpKind.ThreeFry2x32,
 })
 
 # JAX's randomness (rlx_jax extensions): the kinds on typed keys (dtype ir.prng.KEY), which
@@ -228,7 +229,7 @@ EXTENSIONS = frozenset({
 # ThreeFry2x32, the hash they all come down to (decomposed into uint32 add/xor/shift/or).
 KEY_KINDS = frozenset({
     OpKind.RandomSeed, OpKind.RandomWrap, OpKind.RandomUnwrap, OpKind.RandomBits,
-    OpKind.RandomSplit, OpKind.RandomFoldIn,
+    OpKind.RandomSplit, OpKind.RandomFoldIn, OpKind.RandomGamma,
 })
 RANDOM = KEY_KINDS | {OpKind.ThreeFry2x32}
 

@@ -6,7 +6,7 @@ logical shape (a `key<fry>[3]` holds 3 keys). Values of this dtype are never sil
 integers: backends that cannot hold them get them rewritten to their physical data,
 `uint32[..., 2]`, by passes/keys.py. Only the default `threefry2x32` implementation exists here.
 
-`bits`, `split`, `fold_in` and `seed` are JAX's own threefry functions (jax._src.random) on
+`bits`, `split`, `fold_in`, `seed` and `gamma` are JAX's own threefry functions (jax._src.random) on
 physical key data, with `jax_threefry_partitionable` given explicitly instead of read from the
 config when lowered: the reference semantics of the Random* kinds (ir/reference.py) and their
 decompositions (passes/keys.py) both call them, so the two cannot disagree.
@@ -19,6 +19,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.random import core as _random_core
 from jax._src.random import prng as _prng
 from jax._src.random import threefry2x32 as _fry
 
@@ -26,6 +27,7 @@ KEY = np.dtype([("fry", "<u4", (2,))])
 KEY_NAME = "key<fry>"
 IMPL = "threefry2x32"
 threefry2x32_p = _fry.threefry2x32_p
+random_gamma_p = _random_core.random_gamma_p
 JAX_KEY = jax.eval_shape(lambda: jax.random.key(0, impl=IMPL)).dtype
 
 
@@ -106,6 +108,12 @@ def fold_in(data, msgs):
 def seed(seeds):
     """uint32[*seeds.shape, 2]: the data of random_seed of integer `seeds`."""
     return _prng.iterated_vmap_unary(np.ndim(seeds), _fry.threefry_seed)(seeds)
+
+
+def gamma(data, a, *, log_space):
+    """random_gamma of the keys whose data is `data`, as JAX lowers it (vmapped rejection
+    sampling: While loops on typed keys, which passes/keys.py physicalizes in turn)."""
+    return _random_core._gamma_impl(wrap(data), a, log_space=log_space, use_vmap=True)
 
 
 def wrap(data):

@@ -330,6 +330,8 @@ reference(K.RandomBits)(lambda k, *, bit_width, shape, partitionable: prng.bits(
 reference(K.RandomSplit)(lambda k, *, shape, partitionable: prng.wrap(prng.split(
     prng.unwrap(k), shape=shape, partitionable=partitionable)))
 reference(K.RandomFoldIn)(lambda k, m: prng.wrap(prng.fold_in(prng.unwrap(k), m)))
+reference(K.RandomGamma)(lambda k, a, *, log_space: prng.random_gamma_p.bind(
+    k, a, log_space=log_space))
 
 
 @reference(K.ThreeFry2x32)

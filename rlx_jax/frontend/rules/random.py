@@ -2,16 +2,13 @@
 
 `random_bits` and `random_split` take `jax_threefry_partitionable` as it is when the function is
 traced (an attribute, `partitionable`), as jax.jit does when it lowers them. `random_gamma`
-(gamma, beta, dirichlet) is translated as JAX lowers it: its implementation's jaxpr, with its
-per-sample rejection loops as While nodes. `iota_2x32_shape` (the counters of partitionable
+(gamma, beta, dirichlet) is one RandomGamma node: JAX's own lowering of it on xla, its
+implementation (per-sample rejection loops as While nodes) elsewhere (passes/decompose/keys.py). `iota_2x32_shape` (the counters of partitionable
 threefry) is a uint32 Iota; `threefry2x32` is the ThreeFry2x32 hash. Keys of other
 implementations (rbg, unsafe_rbg) are refused with what to do instead.
 """
-import functools
-
 import jax
 import numpy as np
-from jax._src.random import core as _random_core
 
 from ...errors import UnsupportedPrimitiveError
 from ...ir import prng
@@ -65,9 +62,5 @@ def _iota_2x32_shape(ctx, *, shape):
     return hi, lo
 
 
-@jaxpr_rule("random_gamma")
-def _random_gamma(ctx, keys, a, *, log_space):
-    """JAX's own lowering of random_gamma: its implementation (vmapped rejection sampling)."""
-    fn = functools.partial(_random_core._gamma_impl, log_space=log_space, use_vmap=True)
-    structs = [jax.ShapeDtypeStruct(v.shape, prng.jax_dtype(v.dtype)) for v in (keys, a)]
-    return ctx.translate(jax.make_jaxpr(fn)(*structs), (keys, a))
+jaxpr_rule("random_gamma")(lambda ctx, keys, a, *, log_space: ctx.emit(
+    K.RandomGamma, (keys, a), log_space=bool(log_space)))

@@ -64,8 +64,13 @@ def has_keys(graph):
 
 def physicalize(graph):
     """`graph` with every key value replaced by its uint32[..., 2] data (module docstring);
-    `graph` itself when it has none."""
-    return _rebuild(graph) if has_keys(graph) else graph
+    `graph` itself when it has none. RandomGamma's implementation works on typed keys again,
+    so this runs until none is left (once more per nesting of such kinds)."""
+    for _ in range(8):
+        if not has_keys(graph):
+            return graph
+        graph = _rebuild(graph)
+    raise LegalizationError(f"PRNG keys left in '{graph.name}' after 8 physicalization rounds")
 
 
 def _rebuild(graph):
@@ -146,6 +151,7 @@ RULES = {
     K.RandomSplit: lambda b, n, k: inline(b, prng.split, [k], **n.attrs),
     K.RandomFoldIn: lambda b, n, k, m: inline(b, prng.fold_in, [k, m]),
     K.RandomSeed: lambda b, n, s: inline(b, prng.seed, [s]),
+    K.RandomGamma: lambda b, n, k, a: inline(b, prng.gamma, [k, a], **n.attrs),
     K.Reshape: lambda b, n, x: b.reshape(x, n.attrs["shape"] + (2,)),
     K.Expand: lambda b, n, x: b.expand(x, n.attrs["shape"] + (2,),
                                        n.attrs["dims"] + (len(n.attrs["shape"]),)),
