@@ -1,7 +1,7 @@
 """Random-bit throughput on MLX: measured side by side in one run (no timed assertions).
 
 For 2**20 and 2**24 uint32 draws: jax.random.bits under rlx_jax.jit(backend="mlx") (threefry
-as MLX uint32 ops, bit-exact with JAX), the same under jax.jit (XLA on this machine's CPU),
+as MLX uint32 ops, bit-exact with JAX; mx.compile'd, and with compile=False), the same under jax.jit (XLA on this machine's CPU),
 and MLX's own generator (a different stream: not bit-exact, for scale): mx.random.bits where
 the installed MLX exposes it, else mx.random.uniform (its bits plus a float conversion; the
 Python API of mlx 0.32 has no mx.random.bits). Prints bits per second and the ratios. output="native" keeps the result an mx.array (no conversion).
@@ -44,6 +44,7 @@ def rates(count, n):
     def draw(key):
         return jax.random.bits(key, (count,), jnp.uint32)
     ours = rlx_jax.jit(draw, backend="mlx", output="native")
+    eager = rlx_jax.jit(draw, backend="mlx", output="native", compile=False)
     ref = jax.jit(draw)
     key = jax.random.key(0)
     out = np.asarray(ours(key))
@@ -51,6 +52,7 @@ def rates(count, n):
     mkey = mx.random.key(0)
     return {
         "rlx_jax mlx": bench(lambda: mx.eval(ours(key)), n),
+        "rlx_jax mlx compile=False": bench(lambda: mx.eval(eager(key)), n),
         "jax.jit (XLA CPU)": bench(lambda: ref(key).block_until_ready(), n),
         MLX_OWN: bench(lambda: mx.eval(mlx_own((count,), key=mkey)), n),
     }

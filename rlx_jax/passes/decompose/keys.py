@@ -34,8 +34,9 @@ PARITY = 0x1BD11BDA
 
 @decomp(K.ThreeFry2x32)
 def _threefry2x32(b, node, k1, k2, x1, x2):
-    shape = node.outputs[0].shape
-    k1, k2, x1, x2 = (b.expand(v, shape, _trailing(v, shape)) for v in (k1, k2, x1, x2))
+    n = node.outputs[0].ndim
+    k1, k2, x1, x2 = (v if v.ndim in (0, n) else b.reshape(v, (1,) * (n - v.ndim) + v.shape)
+                      for v in (k1, k2, x1, x2))      # Binary broadcasts scalars and size-1 axes
     u32 = lambda v: b.const(np.uint32(v))  # noqa: E731
     add, xor = (lambda p, q: b.binary("add", p, q)), (lambda p, q: b.binary("xor", p, q))
 
@@ -51,10 +52,6 @@ def _threefry2x32(b, node, k1, k2, x1, x2):
         v0 = add(v0, ks[(i + 1) % 3])
         v1 = add(add(v1, ks[(i + 2) % 3]), u32(i + 1))
     return v0, v1
-
-
-def _trailing(v, shape):
-    return tuple(range(len(shape) - v.ndim, len(shape)))
 
 
 def has_keys(graph):
