@@ -17,7 +17,7 @@ _DTYPES = {}   # dtype object of any array library -> numpy dtype (memoised: hot
 
 
 class _PrngKeyDtype(Exception):
-    """The dtype is JAX's typed PRNG key dtype (key<fry>, ...), not an array dtype."""
+    """The dtype is a typed PRNG key dtype of an implementation other than threefry2x32."""
 
 
 def _to_np_dtype(dtype):
@@ -32,7 +32,9 @@ def _to_np_dtype(dtype):
             from .backends.mlx.runtime import mlx_to_np_dtype  # an mx.Dtype
             out = mlx_to_np_dtype(dtype)
         elif jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-            raise _PrngKeyDtype() from None
+            if dtype != prng.JAX_KEY:
+                raise _PrngKeyDtype() from None
+            out = prng.KEY                       # a typed threefry key
         else:
             raise BadArgumentError(f"dtype {dtype} is not an array dtype rlx_jax knows; pass "
                                    f"float/int/uint/bool arrays") from None
@@ -61,10 +63,8 @@ def leaf_signature(x, path, x64=False):
     try:
         dtype = _to_np_dtype(dtype)
     except _PrngKeyDtype:
-        try:
-            return (tuple(shape), prng.dtype_of(dtype), False)    # a typed threefry key
-        except ValueError as e:
-            raise BadArgumentError(f"argument {path}: {e}") from None
+        raise BadArgumentError(f"argument {path}: "
+                               f"{prng.unsupported_impl(prng.impl_name(dtype))}") from None
     if not x64:
         dtype = _NARROW.get(dtype, dtype)
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))

@@ -182,6 +182,28 @@ def test_keys_through_indexing_and_control_flow(backend):
     assert_same(fn, backend, R.key(4), np.int32(2), np.bool_(True))
 
 
+@pytest.mark.parametrize("make", ["key", "PRNGKey"])
+def test_keys_seeded_inside(backend, make):
+    """random_seed of a traced int32 seed (the high word is seed >> 32, which is 0), negative
+    seeds included, then key_data / wrap_key_data round trips."""
+    def fn(seeds):
+        keys = jax.vmap(getattr(R, make))(seeds)
+        back = R.wrap_key_data(R.key_data(keys)) if make == "key" else keys
+        return R.key_data(back) if make == "key" else back, jax.vmap(
+            lambda k: R.uniform(k, (2,)))(keys)
+    assert_same(fn, backend, np.array([0, 1, -7, 2 ** 31 - 1], np.int32))
+
+
+def test_keys_updated_in_place(backend):
+    """keys.at[i].set(k) (scatter) and dynamic_update_slice on key arrays."""
+    def fn(key, i):
+        keys = R.split(key, 4)
+        keys = keys.at[2].set(R.fold_in(key, 5))
+        keys = jax.lax.dynamic_update_slice(keys, R.split(keys[0], 1), (i,))
+        return keys, jax.vmap(lambda k: R.bits(k, (2,)))(keys)
+    assert_same(fn, backend, R.key(6), np.int32(1))
+
+
 def test_vmap_over_keys(backend):
     def fn(keys, x):
         return jax.vmap(lambda k: R.uniform(k, x.shape) * x + R.bernoulli(k, 0.5, x.shape))(keys)
