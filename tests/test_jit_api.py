@@ -213,12 +213,11 @@ def test_prng_key_arguments_pass_through(backend):
     """A typed key comes back a typed key, a raw uint32[2] key as its data (tests/test_random.py
     draws with them); keys of another implementation are refused by name."""
     key = jax.random.key(0)
-    if backend != "coreml":    # Core ML refuses a uint32 input that is returned as it is
-        out, x = rlx_jax.jit(lambda k, x: (k, x), backend=backend)(key, X)
-        assert out.dtype == key.dtype
-        np.testing.assert_array_equal(jax.random.key_data(out), jax.random.key_data(key))
-        raw = jax.random.key_data(key)
-        _close(rlx_jax.jit(lambda k: k, backend=backend)(raw), raw)
+    out, x = rlx_jax.jit(lambda k, x: (k, x), backend=backend)(key, X)
+    assert out.dtype == key.dtype
+    np.testing.assert_array_equal(jax.random.key_data(out), jax.random.key_data(key))
+    raw = jax.random.key_data(key)
+    _close(rlx_jax.jit(lambda k: k, backend=backend)(raw), raw)
     with pytest.raises(BadArgumentError, match=r"args\[0\].*'rbg' implementation"):
         rlx_jax.jit(lambda k: k, backend=backend)(jax.random.key(0, impl="rbg"))
 

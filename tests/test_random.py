@@ -161,6 +161,13 @@ def test_typed_key_results_and_arrays_of_keys(backend):
     assert_same(fn, backend, R.key(1))
 
 
+def test_key_returned_unchanged(backend):
+    """The argument key given back as it is (on Core ML the host hands it back: no Core ML
+    tensor holds uint32), next to a result computed from it."""
+    assert_same(lambda k, x: (jnp.tanh(x) + R.uniform(k, x.shape), k), backend, R.key(2),
+                np.ones(3, np.float32))
+
+
 def test_closed_over_key_is_a_constant(backend):
     key = R.key(99)
     assert_same(lambda x: x + R.normal(R.fold_in(key, 1), x.shape) * 0 + R.uniform(key, x.shape),
