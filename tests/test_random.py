@@ -221,6 +221,16 @@ def test_vmap_over_keys(backend):
     assert_same(fn, backend, R.split(R.key(8), 5), np.ones(3, np.float32))
 
 
+@pytest.mark.parametrize("name", ["uniform", "randint", "bits8", "normal", "categorical",
+                                  "gumbel", "permutation", "choice_replace",
+                                  "choice_no_replace", "split_fold_in"])
+def test_sampler_under_vmap(request, backend, name):
+    """jax.vmap over 3 keys: batched keys reach every Random* kind and the samplers' sorts."""
+    _expect(request, backend, name)
+    fn = functools.partial(SAMPLERS[name], dt=jnp.float32, sh=(4, 3))
+    assert_same(jax.vmap(lambda k: fn(k)), backend, R.split(R.key(13), 3))
+
+
 def test_vmap_over_keys_of_a_while_loop(request, backend):
     """gamma under vmap: a While with a batched predicate (lanes stop independently)."""
     _expect(request, backend, "gamma_vmap")
