@@ -16,7 +16,7 @@ from rlx_jax import errors
 from rlx_jax.frontend.trace import trace
 from rlx_jax.ir.ops import OpKind as K
 from rlx_jax.passes.legalize import legalize
-from rlx_jax.backends.base import get_backend, kept_kinds
+from rlx_jax.backends.base import all_backends, get_backend, kept_kinds
 
 from .conftest import BACKENDS
 
@@ -316,6 +316,17 @@ def test_flax_model_init_inside_jit(request, backend):
 
 
 # ---- structure, placement, errors ----
+def test_keys_are_typed_in_the_ir_and_physical_after_legalization():
+    g = trace(lambda k: R.split(k, 3)[1:], R.key(0))
+    text = g.as_text()
+    assert "key<fry>[3] = RandomSplit" in text and "RandomWrap" in text
+    assert g.inputs[0].type_str() == "u32[2]"                  # keys cross as their data
+    mlx = legalize(g, kept_kinds(all_backends()["mlx"]), backend="mlx")
+    assert "key<fry>" not in mlx.as_text() and "ThreeFry2x32" not in mlx.op_counts()
+    assert [v.type_str() for v in mlx.outputs] == ["u32[2,2]"]
+
+
+
 def test_threefry_decomposition_is_constant_size():
     """The uint32 IR of ThreeFry2x32 has the same nodes for 2**4 and 2**20 bits."""
     counts = []
