@@ -139,8 +139,6 @@ def _bits64(k):
 
 @pytest.mark.parametrize("partitionable", [True, False], ids=["partitionable", "original"])
 def test_64_bit_draws(backend, partitionable):
-    if backend == "coreml":
-        pytest.skip("uint64 results need x64, which these tests leave off")
     with jax.enable_x64(True), jax.threefry_partitionable(partitionable):
         assert_same(_bits64, backend, R.key(5))
 
