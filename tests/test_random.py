@@ -143,6 +143,17 @@ def test_64_bit_draws(backend, partitionable):
         assert_same(_bits64, backend, R.key(5))
 
 
+@pytest.mark.x64
+def test_int64_seeds_and_float64_draws(backend):
+    """Under jax_enable_x64: keys from int64 seeds (both words used), float64 uniform draws
+    (64-bit random bits)."""
+    def fn(seeds):
+        keys = jax.vmap(R.key)(seeds)
+        return R.key_data(keys), jax.vmap(lambda k: R.uniform(k, (3,), jnp.float64))(keys)
+    with jax.enable_x64(True):
+        assert_same(fn, backend, np.array([0, 1, -7, 2 ** 40 + 3], np.int64))
+
+
 def test_raw_uint32_keys(backend):
     """jax.random.PRNGKey keys (uint32[2]): argument, split, results as raw data."""
     def fn(key, x):
