@@ -62,15 +62,7 @@ _FMA = ("XLA CPU contracts u * scale + minval into one fused multiply-add (one r
 _GAMMA = ("log/exp/pow in the rejection test and in the sample; the bits agree, the float "
           "results differ by up to 2.9e-6 (mlx gamma 181/1024; coreml gamma 0/1024 but beta "
           "421/1024, dirichlet 1381/3072)")
-# XLA's own CPU code generation gives gamma ulp-different results depending on whether
-# jax.random.gamma's inner jit is a call of its own (jax.jit(jax.random.gamma) vs the same
-# primitive bound directly differ by 3 ulp on 1 of 21 samples: FMA contraction is decided per
-# fused computation). rlx_jax inlines nested jits, so even the xla backend sees the other form.
-_XLA_CALL = ("XLA's float code for random_gamma depends on whether gamma's inner jit stays a "
-             "call (FMA contraction per fused computation): jax.jit itself gives 3-ulp different "
-             "samples for the inlined program rlx_jax runs")
 FLOAT_MATH = {
-    "xla": {"gamma": _XLA_CALL, "beta": _XLA_CALL, "gamma_vmap": _XLA_CALL},
     "mlx": {"uniform_range": _FMA, "normal": _ERF_INV, "truncated_normal": _ERF_INV, "gumbel": _LOG,
             "gamma": _GAMMA, "gamma_vmap": _GAMMA, "beta": _GAMMA, "dirichlet": _GAMMA},
     "coreml": {"uniform_range": _FMA, "normal": _ERF_INV, "truncated_normal": _ERF_INV,
