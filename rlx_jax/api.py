@@ -12,11 +12,12 @@ import jax
 
 from . import options as _options
 from . import transforms
-from .arguments import (TracedArgument, leaf_names, leaf_signature, output_names,
-                        raise_unhashable)
+from .arguments import (TracedArgument, key_boundary, leaf_names, leaf_signature,
+                        output_names, raise_unhashable)
 from .backends.base import all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
+from .ir import prng
 from .partitioned import PartitionedExecutable
 from .passes.recognize import recognize
 from .placement import place, raise_host, warn_once
@@ -25,8 +26,9 @@ from .placement import place, raise_host, warn_once
 class Lowered:
     """A traced and legalized program for one backend and one input signature."""
 
-    def __init__(self, graph, placement, options, in_tree, out_tree, timings, name):
-        self.graph, self._placement = graph, placement
+    def __init__(self, graph, placement, options, in_tree, out_tree, timings, name,
+                 keys=None):
+        self.graph, self._placement, self.keys = graph, placement, keys
         self.legalized, self.backend = placement.graph, placement.backend
         self.options, self.in_tree, self.out_tree = options, in_tree, out_tree
         self.timings, self.name = timings, name
@@ -91,11 +93,16 @@ class Compiled:
         self.output = output
         self._convert = None if getattr(executable, "converts_output", False) else \
             lowered.backend.output_converter(output)
+        self._keys = lowered.keys          # arguments.KeyBoundary, or None
 
     def call_flat(self, leaves):
+        if self._keys is not None:
+            leaves = self._keys.args(leaves)
         outs = self.executable(*leaves)
         if self._convert is not None:
             outs = self._convert(outs)
+        if self._keys is not None:
+            outs = self._keys.results(outs)
         return jax.tree_util.tree_unflatten(self.lowered.out_tree, outs)
 
     def __call__(self, *args, **kwargs):
@@ -195,11 +202,11 @@ class Jitted:
                                   jax.tree_util.keystr(p[1:]) for p, _ in
                                   jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0]]
                 leaf_signature(x, f"{paths[i]} of {self.__name__}")
-        return (tree, tuple(sigs), statics), leaves
+        return (tree, tuple(sigs), statics, jax.config.jax_threefry_partitionable), leaves
 
     # ---- tracing ----
     def _trace(self, key, args, kwargs):
-        tree, sigs, statics = key
+        tree, sigs, statics = key[:3]
         static_pos = dict(s for s in statics if isinstance(s[0], int))
         static_kw = {k: v for k, v in statics if isinstance(k, str)}
         out_tree = []
@@ -214,7 +221,7 @@ class Jitted:
             out_tree.append(t)
             return outs
 
-        structs = [jax.ShapeDtypeStruct(s, d, weak_type=w) for s, d, w in sigs]
+        structs = [jax.ShapeDtypeStruct(s, prng.jax_dtype(d), weak_type=w) for s, d, w in sigs]
         if self._sig is not None:
             try:
                 self._sig.bind(*args, **kwargs)
@@ -233,7 +240,8 @@ class Jitted:
         graph.output_names = output_names(out_tree[0])
         t2 = time.perf_counter()
         self.trace_count += 1
-        return graph, out_tree[0], {"make_jaxpr": t1 - t0, "frontend": t2 - t1}
+        return graph, out_tree[0], {"make_jaxpr": t1 - t0, "frontend": t2 - t1}, \
+            key_boundary(closed)
 
     def _place(self, graph):
         """The Placement of `graph` on this function's backend; for backend="auto", on the
@@ -263,14 +271,14 @@ class Jitted:
         return self._lower(key, args, kwargs)
 
     def _lower(self, key, args, kwargs):
-        graph, out_tree, timings = self._trace(key, args, kwargs)
+        graph, out_tree, timings, keys = self._trace(key, args, kwargs)
         graph = recognize(graph)
         t0 = time.perf_counter()
         placed = self._place(graph)
         timings["legalize"] = time.perf_counter() - t0
         opts = self._backend_options()
         opts["output"] = self.options.get("output", _options.DEFAULT_OUTPUT)
-        return Lowered(graph, placed, opts, key[0], out_tree, timings, self.__name__)
+        return Lowered(graph, placed, opts, key[0], out_tree, timings, self.__name__, keys)
 
     def __call__(self, *args, **kwargs):
         try:

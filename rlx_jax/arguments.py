@@ -1,10 +1,12 @@
 """Arguments and results of a jitted function: leaf signatures (shape, dtype, weak type) JAX's
-way, the names of input and output leaves after their pytree paths, and the errors for
-arguments that cannot be taken (tracers, PRNG keys, unhashable static values)."""
+way, the names of input and output leaves after their pytree paths, typed PRNG keys at the
+boundary (KeyBoundary), and the errors for arguments that cannot be taken (tracers, keys of an
+unsupported implementation, unhashable static values)."""
 import jax
 import numpy as np
 
 from .errors import BadArgumentError
+from .ir import prng
 
 _SCALAR_TYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
 _SCALAR_TYPES_X64 = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
@@ -15,7 +17,7 @@ _DTYPES = {}   # dtype object of any array library -> numpy dtype (memoised: hot
 
 
 class _PrngKeyDtype(Exception):
-    """The dtype is JAX's typed PRNG key dtype (key<fry>, ...), not an array dtype."""
+    """The dtype is a typed PRNG key dtype of an implementation other than threefry2x32."""
 
 
 def _to_np_dtype(dtype):
@@ -30,7 +32,9 @@ def _to_np_dtype(dtype):
             from .backends.mlx.runtime import mlx_to_np_dtype  # an mx.Dtype
             out = mlx_to_np_dtype(dtype)
         elif jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-            raise _PrngKeyDtype() from None
+            if dtype != prng.JAX_KEY:
+                raise _PrngKeyDtype() from None
+            out = prng.KEY                       # a typed threefry key
         else:
             raise BadArgumentError(f"dtype {dtype} is not an array dtype rlx_jax knows; pass "
                                    f"float/int/uint/bool arrays") from None
@@ -59,11 +63,8 @@ def leaf_signature(x, path, x64=False):
     try:
         dtype = _to_np_dtype(dtype)
     except _PrngKeyDtype:
-        raise BadArgumentError(
-            f"argument {path} is a typed PRNG key ({dtype}); random numbers cannot be drawn "
-            f"inside rlx_jax.jit yet: draw them outside and pass the arrays in (e.g. "
-            f"jax.random.normal(key, shape)), or pass the key's raw uint32 data "
-            f"(jax.random.key_data(key)) if the function only passes it through") from None
+        raise BadArgumentError(f"argument {path}: "
+                               f"{prng.unsupported_impl(prng.impl_name(dtype))}") from None
     if not x64:
         dtype = _NARROW.get(dtype, dtype)
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
@@ -121,3 +122,27 @@ def raise_unhashable(name, statics):
                 f"Non-hashable static arguments are not supported: static {what} of {name} is "
                 f"an object of type {type(value).__name__} ({text}), and hashing it failed "
                 f"with TypeError: {e}. Static arguments key the compile cache; {hint}") from None
+
+
+class KeyBoundary:
+    """Typed PRNG keys cross an executable's boundary as their uint32 data (frontend/trace.py
+    boundary_input): `args` turns the key arguments at `key_args` (flat positions) into their
+    data, `results` wraps the results at `key_results` back into typed keys, as jax.jit
+    returns them. One place for every backend, built only when the program has keys."""
+
+    def __init__(self, key_args, key_results):
+        self.key_args, self.key_results = frozenset(key_args), frozenset(key_results)
+
+    def args(self, leaves):
+        return [prng.unwrap(x) if i in self.key_args else x for i, x in enumerate(leaves)]
+
+    def results(self, outs):
+        return [prng.wrap(jax.numpy.asarray(o)) if i in self.key_results else o
+                for i, o in enumerate(outs)]
+
+
+def key_boundary(closed_jaxpr):
+    """The KeyBoundary of a traced function, or None when no argument or result is a key."""
+    ins = [i for i, a in enumerate(closed_jaxpr.in_avals) if prng.is_key(a.dtype)]
+    outs = [i for i, a in enumerate(closed_jaxpr.out_avals) if prng.is_key(a.dtype)]
+    return KeyBoundary(ins, outs) if ins or outs else None

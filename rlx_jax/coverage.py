@@ -14,7 +14,7 @@ import importlib
 import os
 import sys
 
-from .ir.ops import BACKWARD, EXTENSIONS, FORWARD, PRIMITIVE, OpKind
+from .ir.ops import BACKWARD, EXTENSIONS, FORWARD, KEY_KINDS, PRIMITIVE, OpKind
 
 BACKEND_NAMES = ("xla", "mlx", "coreml")
 BEGIN, END = "<!-- primitives:begin -->", "<!-- primitives:end -->"
@@ -96,13 +96,16 @@ def op_coverage_markdown(backends=None):
              "kinds the backend lowers), **partly decomposed** (decomposed where the node is "
              "one the decomposition applies to, listed below the table; other nodes of the "
              "kind are refused), **—** (not runnable: legalization raises a "
-             "`LegalizationError` naming the node).", ""]
+             "`LegalizationError` naming the node). The kinds on typed PRNG keys (Random*) are "
+             "decomposed by key physicalization (`passes/decompose/keys.py`): keys become "
+             "their uint32 data and the kinds JAX's threefry functions on it.", ""]
     if missing:
         lines += [f"Backends not importable when this was generated: {', '.join(missing)}.", ""]
     totals = {n: {} for n in names}
     rows = []
+    decomps = set(DECOMPS) | KEY_KINDS         # keys: physicalized (passes/decompose/keys.py)
     for kind in OpKind:
-        cells = [cell(backends[n], kind, DECOMPS, PARTIAL) for n in names]
+        cells = [cell(backends[n], kind, decomps, PARTIAL) for n in names]
         for n, c in zip(names, cells):
             totals[n][c] = totals[n].get(c, 0) + 1
         if set(cells) == {"—"}:

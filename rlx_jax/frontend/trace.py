@@ -14,7 +14,9 @@ from jax._src import source_info_util
 from jax.extend import core as jcore
 
 from ..errors import RlxError, UnsupportedPrimitiveError
+from ..ir import prng
 from ..ir.graph import Builder, Graph, Value
+from ..ir.ops import OpKind
 from ..ir.rewrite import dce
 from ..transforms import tracing
 from .rules import JAXPR_RULES, UNSUPPORTED
@@ -59,7 +61,7 @@ class EqnContext:
 
     @property
     def out_avals(self):
-        return [(v.aval.shape, np.dtype(v.aval.dtype)) for v in self.eqn.outvars]
+        return [(v.aval.shape, _plain_dtype(v.aval)) for v in self.eqn.outvars]
 
     def emit(self, kind, inputs, regions=(), **attrs):
         """Adds the node producing this eqn's outputs (types taken from the jaxpr)."""
@@ -78,12 +80,13 @@ def _eqn_text(eqn, limit=200):
 
 
 def _plain_dtype(aval):
-    """The aval's numpy dtype; an extended dtype (a PRNG key) gets a plain stand-in, so tracing
-    can go on and collect every unsupported primitive that uses it."""
+    """The aval's IR dtype (ir/prng.py: KEY for a threefry PRNG key); a key of another
+    implementation gets KEY as a stand-in, so tracing can go on and collect every unsupported
+    primitive that makes or uses it (random_seed, random_wrap, ... refuse such keys)."""
     try:
-        return np.dtype(aval.dtype)
-    except TypeError:
-        return np.dtype(np.uint32)
+        return prng.dtype_of(aval.dtype)
+    except ValueError:
+        return prng.KEY
 
 
 def _placeholder(aval):
@@ -126,6 +129,9 @@ class _Tracer:
 
     def _const(self, c):
         self.b.src = None
+        dtype = getattr(c, "dtype", None)
+        if dtype is not None and prng.is_key(dtype):
+            return self.b.add(OpKind.RandomWrap, (self.b.const(np.asarray(prng.unwrap(c))),))
         return self.b.const(np.asarray(c))
 
     def inline(self, body, invals, src):
@@ -201,14 +207,26 @@ def translate(closed_jaxpr, b, operands):
     return outs
 
 
+def boundary_input(b, aval):
+    """The graph Input for a jaxpr invar: typed PRNG keys cross the graph boundary as their
+    physical data (uint32[..., 2], wrapped right after the Input), every other value as is."""
+    if prng.is_key(aval.dtype):
+        data = b.input(prng.physical_shape(aval.shape), np.uint32)
+        return b.add(OpKind.RandomWrap, (data,))
+    return b.input(aval.shape, aval.dtype)
+
+
 def graph_from_jaxpr(closed_jaxpr, name="main"):
-    """Translates a ClosedJaxpr into an IR Graph (one Input per jaxpr invar)."""
+    """Translates a ClosedJaxpr into an IR Graph (one Input per jaxpr invar). Typed PRNG keys
+    enter and leave it as their uint32 data (boundary_input; key results are unwrapped)."""
     t = _Tracer()
     t.b.graph.name = name
-    args = [t.b.input(v.aval.shape, v.aval.dtype) for v in closed_jaxpr.jaxpr.invars]
+    args = [boundary_input(t.b, v.aval) for v in closed_jaxpr.jaxpr.invars]
     outs = t.run(closed_jaxpr.jaxpr, closed_jaxpr.consts, args)
     t.raise_missing()
-    t.b.graph.outputs = list(outs)
+    t.b.src = None
+    t.b.graph.outputs = [t.b.add(OpKind.RandomUnwrap, (o,)) if o.dtype == prng.KEY else o
+                         for o in outs]
     return dce(t.b.graph).verify()
 
 

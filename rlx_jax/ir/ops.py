@@ -205,13 +205,33 @@ class OpKind(enum.Enum):
     Scatter = "Scatter"
     SelectAndScatterAdd = "SelectAndScatterAdd"
     SelectAndGatherAdd = "SelectAndGatherAdd"
+    # randomness: JAX's typed PRNG keys (ir/prng.py) and the threefry hash
+    RandomSeed = "RandomSeed"
+    RandomWrap = "RandomWrap"
+    RandomUnwrap = "RandomUnwrap"
+    RandomBits = "RandomBits"
+    RandomSplit = "RandomSplit"
+    RandomFoldIn = "RandomFoldIn"
+    RandomGamma = "RandomGamma"
+    ThreeFry2x32 = "ThreeFry2x32"
 
 
 EXTENSIONS = frozenset({
     OpKind.CumMin, OpKind.CumLogSumExp, OpKind.Iota, OpKind.Pad, OpKind.Slice,
     OpKind.DynamicSlice, OpKind.DynamicUpdateSlice, OpKind.Bitcast, OpKind.ReducePrecision,
     OpKind.Scatter, OpKind.SelectAndScatterAdd, OpKind.SelectAndGatherAdd,
+    OpKind.RandomSeed, OpKind.RandomWrap, OpKind.RandomUnwrap, OpKind.RandomBits,
+    OpKind.RandomSplit, OpKind.RandomFoldIn, OpKind.RandomGamma, OpKind.ThreeFry2x32,
 })
+
+# JAX's randomness (rlx_jax extensions): the kinds on typed keys (dtype ir.prng.KEY), which
+# passes/keys.py rewrites to physical uint32 data for backends that do not claim them, and
+# ThreeFry2x32, the hash they all come down to (decomposed into uint32 add/xor/shift/or).
+KEY_KINDS = frozenset({
+    OpKind.RandomSeed, OpKind.RandomWrap, OpKind.RandomUnwrap, OpKind.RandomBits,
+    OpKind.RandomSplit, OpKind.RandomFoldIn, OpKind.RandomGamma,
+})
+RANDOM = KEY_KINDS | {OpKind.ThreeFry2x32}
 
 # The kinds the jaxpr frontend emits and the reference backend lowers (the primitive IR).
 PRIMITIVE = frozenset({

@@ -13,6 +13,7 @@ import numpy as np
 from jax import lax
 from jax._src.lax import windowed_reductions as _wr
 
+from . import prng
 from .interpret import interpret, rule_table
 from .ops import OpKind as K
 
@@ -318,3 +319,25 @@ def gather_backward(dy, indices, *, axis, num, mode):
 
 reference(K.CumsumBackward)(lambda dy, *, axis, reverse: lax.cumsum(
     dy, axis=axis, reverse=not reverse))
+
+
+# ---- randomness: typed keys (dtype ir.prng.KEY) and JAX's threefry functions on their data ----
+reference(K.RandomWrap)(lambda x: prng.wrap(x))
+reference(K.RandomUnwrap)(lambda k: prng.unwrap(k))
+reference(K.RandomSeed)(lambda s: prng.wrap(prng.seed(s)))
+reference(K.RandomBits)(lambda k, *, bit_width, shape, partitionable: prng.bits(
+    prng.unwrap(k), bit_width=bit_width, shape=shape, partitionable=partitionable))
+reference(K.RandomSplit)(lambda k, *, shape, partitionable: prng.wrap(prng.split(
+    prng.unwrap(k), shape=shape, partitionable=partitionable)))
+reference(K.RandomFoldIn)(lambda k, m: prng.wrap(prng.fold_in(prng.unwrap(k), m)))
+# In its own jit, as jax.random.gamma binds it (inside jit(_gamma)): XLA's CPU code decides
+# fused multiply-adds per computation, so without the call boundary its floats differ by ulps.
+reference(K.RandomGamma)(lambda k, a, *, log_space: jax.jit(
+    lambda k, a: prng.random_gamma_p.bind(k, a, log_space=log_space))(k, a))
+
+
+@reference(K.ThreeFry2x32)
+def threefry2x32(k1, k2, x1, x2):
+    """The Threefry-2x32 hash (20 rounds) of counters (x1, x2) under key (k1, k2), uint32,
+    broadcast together."""
+    return tuple(prng.threefry2x32_p.bind(*_bcast(k1, k2, x1, x2)))

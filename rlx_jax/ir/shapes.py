@@ -1,9 +1,9 @@
 """Shape and dtype inference per OpKind: the reference semantics (ir/reference.py), evaluated
 abstractly with jax.eval_shape, so a node's type can never disagree with what it means."""
 import jax
-import numpy as np
 
 from ..errors import IRTypeError
+from .prng import dtype_of, jax_dtype
 from .reference import REFERENCE, apply
 
 _CACHE = {}
@@ -40,7 +40,7 @@ def infer(node):
 def _infer(node):
     if node.kind not in REFERENCE:
         raise IRTypeError(f"no reference semantics (ir/reference.py) for {node.kind.name}")
-    structs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in node.inputs]
+    structs = [jax.ShapeDtypeStruct(v.shape, jax_dtype(v.dtype)) for v in node.inputs]
     try:
         out = jax.eval_shape(lambda *a: apply(node, a), *structs)
     except Exception as e:  # noqa: BLE001 - turned into a typed IR error
@@ -48,4 +48,4 @@ def _infer(node):
         raise IRTypeError(f"ill-typed {node.kind.name}{node.attr_text()} on ({ins}): "
                           f"{type(e).__name__}: {e}") from None
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    return tuple((tuple(o.shape), np.dtype(o.dtype)) for o in outs)
+    return tuple((tuple(o.shape), dtype_of(o.dtype)) for o in outs)

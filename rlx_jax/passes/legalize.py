@@ -4,12 +4,15 @@ A node whose decomposition does not apply to it (decompose.PARTIAL) counts as un
 Whatever is still unclaimed afterwards is collected and raised once as a LegalizationError that
 names every node, its text and its user source line; with `fallback="host"` it stays in the
 graph instead, and `unclaimed` names it for the partitioner (passes/partition.py), which runs
-it on the host. Nothing is dropped silently.
+it on the host. Nothing is dropped silently. A backend that does not claim every kind on
+typed PRNG keys (ir.ops.KEY_KINDS) gets the keys as their uint32 data first
+(decompose/keys.py: physicalize).
 """
 from ..errors import IRTypeError, LegalizationError
-from ..ir.ops import OpKind
+from ..ir.ops import KEY_KINDS, OpKind
 from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
+from .decompose.keys import physicalize
 
 BOUNDARY = frozenset({OpKind.Input, OpKind.Constant, OpKind.Param})
 MAX_ROUNDS = 32
@@ -61,6 +64,8 @@ def legalize(graph, keep, backend="?", decomps=DECOMPS, fallback="error"):
     `keep` may carry `predicates` (backends.base.Claims): see legalize_once."""
     predicates = getattr(keep, "predicates", None)
     keep = frozenset(keep)
+    if not KEY_KINDS <= keep:        # the backend cannot hold typed keys: their uint32 data
+        graph = physicalize(graph)
     for _ in range(MAX_ROUNDS):
         graph, expanded, bad = legalize_once(graph, keep, decomps, predicates)
         if not expanded:

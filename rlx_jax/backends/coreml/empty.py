@@ -7,7 +7,9 @@ that consumes an empty value is replaced by what that result must be (FOLDS: a r
 empty axis is its identity, a contraction over an empty axis is zeros, a concatenation skips
 its empty operands, a pad of nothing is all padding, a scatter of no updates is its operand).
 The MIL program never sees a zero-size tensor. Results that are empty, or that fold to
-constants, come from the host; when no result needs the device no model is built at all.
+constants, come from the host; when no result needs the device no model is built at all. An
+argument returned as it is whose dtype no Core ML tensor holds (a PRNG key's uint32 data) is
+handed back by the host the same way, and is no model input when nothing else reads it.
 
 Given / Result (f(x: f32[0,3], y: f32[2,3]) = (sum(x), concat([x, y]), x * 2)):
     model inputs (y); model outputs (y)  -- concat of (empty, y) is y
@@ -19,6 +21,7 @@ from ...errors import LoweringError
 from ...ir.interpret import where
 from ...ir.ops import OpKind as K
 from ...ir.rewrite import copy_node, dce, rewrite
+from .legality import MIL_DTYPES
 from .table import init_value
 from .empty_control import fold_scan, zero_length
 
@@ -106,11 +109,32 @@ class Folded:
         return options
 
 
+class Argument:
+    """A result that is argument `index` itself, given back by the host (no model output)."""
+
+    def __init__(self, index):
+        self.index = index
+
+
+def _unholdable(v):
+    """Whether no Core ML tensor holds every value of v's dtype (uint32, int64, float64,
+    bfloat16, ...): such an input can only be passed through, never be a model input."""
+    dt = np.dtype(v.dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return info.min < np.iinfo(np.int32).min or info.max > np.iinfo(np.int32).max
+    return dt not in MIL_DTYPES
+
+
 def fold_empty(graph, constants_on_host=True):
     """`graph` without zero-size values (see the module docstring), as a Folded. Results that
     fold to constants come from the host unless `constants_on_host` is False (then they stay
-    model outputs, as an exported package needs)."""
-    if not any(0 in v.shape for n in graph.nodes for v in n.outputs):
+    model outputs, as an exported package needs). With `constants_on_host`, an argument
+    returned as it is that Core ML cannot hold (a PRNG key's uint32 data) is given back by the
+    host (Argument) and, read by nothing else, is no model input."""
+    through = [v.node.kind is K.Input and _unholdable(v) for v in graph.outputs]
+    if not any(0 in v.shape for n in graph.nodes for v in n.outputs) and not (
+            constants_on_host and any(through)):
         return Folded(graph, list(range(len(graph.inputs))), list(range(len(graph.outputs))),
                       graph)
     # the values known statically (every element of an empty array is): the empty inputs and
@@ -128,19 +152,25 @@ def fold_empty(graph, constants_on_host=True):
         known.update(o.id for o in node.outputs if o.size == 0)   # e.g. a 0-length scan's ys
         return FOLDS.get(node.kind, _refuse)(b, node, ins, empty)
     g, _ = rewrite(graph, fold, "fold_empty")
-    kept = [v.node.attrs["index"] for v in graph.inputs if v.id not in known]
     results, model_outs = [], []
-    for v, x in zip(graph.outputs, g.outputs):
+    for v, x, arg in zip(graph.outputs, g.outputs, through):
         if v.id in known:
             results.append(np.zeros(v.shape, v.dtype))
+        elif constants_on_host and arg:
+            results.append(Argument(v.node.attrs["index"]))
         elif constants_on_host and x.node.kind is K.Constant:
             results.append(np.asarray(x.node.attrs["value"]).astype(v.dtype).reshape(v.shape))
         else:
             results.append(len(model_outs))
             model_outs.append(x)
     g.outputs = model_outs
-    g.nodes = [n for n in g.nodes if n.kind is not K.Input or n.out.size]
-    g.inputs = [v for v in g.inputs if v.size]
+    read = {v.id for n in g.nodes for v in n.inputs} | {v.id for v in model_outs}
+    known.update(v.id for v, new in zip(graph.inputs, g.inputs)
+                 if constants_on_host and _unholdable(v) and new.id not in read)
+    kept = [v.node.attrs["index"] for v in graph.inputs if v.id not in known]
+    drop = {new.id for v, new in zip(graph.inputs, g.inputs) if v.id in known}
+    g.nodes = [n for n in g.nodes if n.kind is not K.Input or n.out.id not in drop]
+    g.inputs = [v for v in g.inputs if v.id not in drop]
     for i, v in enumerate(g.inputs):
         v.node.attrs["index"] = i
     if graph.input_names is not None:
@@ -164,7 +194,8 @@ class FoldedExecutable:
         if len(args) != len(self.graph.inputs):
             raise TypeError(f"expected {len(self.graph.inputs)} arrays, got {len(args)}")
         outs = self.inner(*[args[i] for i in self.folded.inputs]) if self.inner else []
-        return [outs[o] if isinstance(o, int) else o.copy() for o in self.folded.outputs]
+        return [outs[o] if isinstance(o, int) else np.asarray(args[o.index])
+                if isinstance(o, Argument) else o.copy() for o in self.folded.outputs]
 
 
 class NoProgram:

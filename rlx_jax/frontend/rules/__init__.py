@@ -7,12 +7,13 @@ from ...ir.interpret import rule_table
 
 JAXPR_RULES, jaxpr_rule = rule_table("JAXPR_RULES")
 
-_RANDOM = "randomness is not supported yet; draw random numbers outside rlx_jax.jit and pass " \
-          "them in as arguments"
+_RBG = "rng_bit_generator is the bit generator of the 'rbg' and 'unsafe_rbg' PRNG " \
+       "implementations, which rlx_jax does not run; use the default threefry2x32 keys " \
+       "(jax.random.key(seed) without impl=, jax_default_prng_impl unset)"
 UNSUPPORTED = {
-    **{p: _RANDOM for p in ("random_seed", "random_wrap", "random_unwrap", "random_split",
-                            "random_bits", "random_fold_in", "threefry2x32", "random_gamma",
-                            "rng_bit_generator", "rng_uniform")},
+    "rng_bit_generator": _RBG,
+    "rng_uniform": "lax.rng_uniform is XLA's stateful generator, which has no JAX semantics to "
+                   "match; use jax.random with a key",
     "custom_linear_solve": "linear solvers are not supported",
     **{p: "complex numbers are not supported (Core ML and MLX kernels are real-valued)"
        for p in ("complex", "real", "imag", "conj")},
@@ -33,7 +34,7 @@ UNSUPPORTED = {
         "axis_index", "shard_map")},
 }
 
-from . import elementwise, linalg, reduce, shape, index, conv, control  # noqa: E402,F401
+from . import elementwise, linalg, reduce, shape, index, conv, control, random  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
 
 for _name in UNSUPPORTED:

@@ -3,9 +3,13 @@
 `lax.platform_dependent` (used by jnp.diag, jnp.trace, ...) stages `platform_index` followed by
 a `cond` on it. rlx_jax follows JAX's CPU choice: the branch listing "cpu", else the default
 branch. The index becomes a Constant, and a `cond` whose index is a Constant is translated as
-the branch it picks, in place. `fori_loop` arrives as a `scan` (static bounds) or a `while`.
+the branch it picks, in place. `fori_loop` arrives as a `scan` (static bounds) or a `while`;
+a `while` with an array predicate (vmap of a while_loop) becomes JAX's lowering of it: a scalar
+`any` predicate and a body that updates the lanes whose predicate holds.
 """
+import jax
 import numpy as np
+from jax import lax
 
 from ...errors import UnsupportedPrimitiveError
 from ...ir.ops import OpKind
@@ -42,6 +46,12 @@ def _cond(ctx, index, *operands, branches, **params):
 
 @jaxpr_rule("while")
 def _while(ctx, *operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    if cond_jaxpr.out_avals[0].shape:            # a batched predicate (vmap of a while_loop)
+        cond_jaxpr, body_jaxpr = batched_while(cond_jaxpr, body_jaxpr, cond_nconsts,
+                                               body_nconsts)
+        cc = operands[:cond_nconsts]
+        operands = (*cc, *cc, *operands[cond_nconsts:])
+        body_nconsts += cond_nconsts
     return ctx.emit(OpKind.While, operands, regions=[ctx.region(cond_jaxpr),
                                                      ctx.region(body_jaxpr)],
                     cond_nconsts=int(cond_nconsts), body_nconsts=int(body_nconsts))
@@ -52,3 +62,29 @@ def _scan(ctx, *operands, jaxpr, length, reverse, num_consts, num_carry, unroll=
     return ctx.emit(OpKind.Scan, operands, regions=[ctx.region(jaxpr)], length=int(length),
                     reverse=bool(reverse), num_consts=int(num_consts), num_carry=int(num_carry),
                     unroll=unroll if isinstance(unroll, bool) else int(unroll))
+
+
+def batched_while(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    """A while whose predicate is an array (vmap of a while_loop with a batched predicate), as
+    JAX lowers it: loop while any lane's predicate holds; a step updates only those lanes.
+    Returns (cond, body) ClosedJaxprs of a scalar-predicate while whose body takes the cond
+    constants before its own."""
+    def pred(cc, carry):
+        return jax.core.eval_jaxpr(cond_jaxpr.jaxpr, cond_jaxpr.consts, *cc, *carry)[0]
+
+    def cond(*args):
+        p = pred(args[:cond_nconsts], args[cond_nconsts:])
+        return lax.reduce_or(p, tuple(range(p.ndim)))
+
+    def body(*args):
+        cc, bc = args[:cond_nconsts], args[cond_nconsts:cond_nconsts + body_nconsts]
+        carry = args[cond_nconsts + body_nconsts:]
+        p = pred(cc, carry)
+        new = jax.core.eval_jaxpr(body_jaxpr.jaxpr, body_jaxpr.consts, *bc, *carry)
+        return [lax.select(lax.broadcast_in_dim(p, x.shape, tuple(range(p.ndim))), n, x)
+                for n, x in zip(new, carry)]
+    cond_avals = cond_jaxpr.in_avals
+    body_avals = cond_avals[:cond_nconsts] + body_jaxpr.in_avals
+    structs = lambda avals: [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]  # noqa: E731
+    return (jax.make_jaxpr(cond)(*structs(cond_avals)),
+            jax.make_jaxpr(body)(*structs(body_avals)))

@@ -1,0 +1,80 @@
+"""Random-bit throughput on MLX: measured side by side in one run (no timed assertions).
+
+For 2**20 and 2**24 uint32 draws: jax.random.bits under rlx_jax.jit(backend="mlx") (threefry
+as MLX uint32 ops, bit-exact with JAX; mx.compile'd, and with compile=False), the same under jax.jit (XLA on this machine's CPU),
+and MLX's own generator (a different stream: not bit-exact, for scale): mx.random.bits where
+the installed MLX exposes it, else mx.random.uniform (its bits plus a float conversion; the
+Python API of mlx 0.32 has no mx.random.bits). Prints bits per second and the ratios. output="native" keeps the result an mx.array (no conversion).
+
+Run: python benchmarks/bench_random_mlx.py [--quick]
+"""
+import argparse
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import mlx.core as mx
+import numpy as np
+
+import rlx_jax
+
+
+def bench(fn, n, warm=2):
+    """Median seconds per call of fn() (which must evaluate its result)."""
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+if hasattr(mx.random, "bits"):
+    MLX_OWN, mlx_own = "mx.random.bits", lambda shape, key: mx.random.bits(shape, 4, key=key)
+else:
+    MLX_OWN, mlx_own = "mx.random.uniform", lambda shape, key: mx.random.uniform(
+        shape=shape, key=key)
+
+
+def rates(count, n):
+    """{name: seconds per draw of `count` uint32 values}."""
+    def draw(key):
+        return jax.random.bits(key, (count,), jnp.uint32)
+    ours = rlx_jax.jit(draw, backend="mlx", output="native")
+    eager = rlx_jax.jit(draw, backend="mlx", output="native", compile=False)
+    ref = jax.jit(draw)
+    key = jax.random.key(0)
+    out = np.asarray(ours(key))
+    np.testing.assert_array_equal(out, np.asarray(ref(key)))        # bit-exact first
+    mkey = mx.random.key(0)
+    return {
+        "rlx_jax mlx": bench(lambda: mx.eval(ours(key)), n),
+        "rlx_jax mlx compile=False": bench(lambda: mx.eval(eager(key)), n),
+        "jax.jit (XLA CPU)": bench(lambda: ref(key).block_until_ready(), n),
+        MLX_OWN: bench(lambda: mx.eval(mlx_own((count,), key=mkey)), n),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    n = 3 if args.quick else 10
+    print(f"MLX device: {mx.default_device()}; jax on {jax.devices()[0].platform}")
+    for log2 in (20, 24):
+        count = 2 ** log2
+        t = rates(count, n)
+        bits = 32 * count
+        line = ", ".join(f"{k}: {bits / s / 1e9:.2f} Gbit/s ({s * 1e3:.1f} ms)"
+                         for k, s in t.items())
+        print(f"2**{log2} uint32 draws: {line}")
+        ours = t["rlx_jax mlx"]
+        print(f"  rlx_jax mlx / jax.jit: {t['jax.jit (XLA CPU)'] / ours:.2f}x the throughput; "
+              f"/ {MLX_OWN}: {t[MLX_OWN] / ours:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

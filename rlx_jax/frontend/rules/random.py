@@ -1,0 +1,66 @@
+"""Randomness: JAX's PRNG key primitives -> the Random* kinds on typed keys (ir/prng.py).
+
+`random_bits` and `random_split` take `jax_threefry_partitionable` as it is when the function is
+traced (an attribute, `partitionable`), as jax.jit does when it lowers them. `random_gamma`
+(gamma, beta, dirichlet) is one RandomGamma node: JAX's own lowering of it on xla, its
+implementation (per-sample rejection loops as While nodes) elsewhere (passes/decompose/keys.py). `iota_2x32_shape` (the counters of partitionable
+threefry) is a uint32 Iota; `threefry2x32` is the ThreeFry2x32 hash. Keys of other
+implementations (rbg, unsafe_rbg) are refused with what to do instead.
+"""
+import jax
+import numpy as np
+
+from ...errors import UnsupportedPrimitiveError
+from ...ir import prng
+from ...ir.ops import OpKind as K
+from . import jaxpr_rule
+
+
+def _check_impl(ctx, impl):
+    """None for a threefry2x32 key; else the eqn recorded as unsupported, naming `impl`."""
+    name = getattr(impl, "name", str(impl))
+    return None if name == prng.IMPL else ctx.unsupported(prng.unsupported_impl(name))
+
+
+def _partitionable():
+    return bool(jax.config.jax_threefry_partitionable)
+
+
+@jaxpr_rule("random_seed")
+def _random_seed(ctx, seeds, *, impl):
+    return _check_impl(ctx, impl) or ctx.emit(K.RandomSeed, (seeds,))
+
+
+@jaxpr_rule("random_wrap")
+def _random_wrap(ctx, data, *, impl):
+    return _check_impl(ctx, impl) or ctx.emit(K.RandomWrap, (data,))
+
+
+jaxpr_rule("random_unwrap")(lambda ctx, keys: ctx.emit(K.RandomUnwrap, (keys,)))
+jaxpr_rule("random_fold_in")(lambda ctx, keys, msgs: ctx.emit(K.RandomFoldIn, (keys, msgs)))
+jaxpr_rule("random_bits")(lambda ctx, keys, *, bit_width, shape: ctx.emit(
+    K.RandomBits, (keys,), bit_width=int(bit_width), shape=tuple(int(d) for d in shape),
+    partitionable=_partitionable()))
+jaxpr_rule("random_split")(lambda ctx, keys, *, shape: ctx.emit(
+    K.RandomSplit, (keys,), shape=tuple(int(d) for d in shape), partitionable=_partitionable()))
+jaxpr_rule("threefry2x32")(lambda ctx, k1, k2, x1, x2: ctx.emit(K.ThreeFry2x32, (k1, k2, x1, x2)))
+
+
+@jaxpr_rule("iota_2x32_shape")
+def _iota_2x32_shape(ctx, *, shape):
+    """(hi, lo) words of the row-major uint64 iota of `shape`: hi is 0 below 2**32 elements."""
+    b = ctx.b
+    shape = tuple(int(d) for d in shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    if n > 2 ** 32:
+        raise UnsupportedPrimitiveError(
+            f"random bits for {n} elements (more than 2**32) in one draw are not supported; "
+            f"draw them in pieces (jax.random.split the key)")
+    lo = b.reshape(b.add(K.Iota, (), {"dtype": np.dtype(np.uint32), "shape": (n,),
+                                      "dimension": 0}), shape)
+    hi = b.expand(b.const(np.uint32(0)), shape, ())
+    return hi, lo
+
+
+jaxpr_rule("random_gamma")(lambda ctx, keys, a, *, log_space: ctx.emit(
+    K.RandomGamma, (keys, a), log_space=bool(log_space)))
