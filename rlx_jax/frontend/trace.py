@@ -212,6 +212,7 @@ def boundary_input(b, aval):
     physical data (uint32[..., 2], wrapped right after the Input), every other value as is."""
     if prng.is_key(aval.dtype):
         data = b.input(prng.physical_shape(aval.shape), np.uint32)
+        prng.mark_key_data(data)
         return b.add(OpKind.RandomWrap, (data,))
     return b.input(aval.shape, aval.dtype)
 

@@ -23,6 +23,8 @@ from jax._src.random import core as _random_core
 from jax._src.random import prng as _prng
 from jax._src.random import threefry2x32 as _fry
 
+from .ops import OpKind
+
 KEY = np.dtype([("fry", "<u4", (2,))])
 KEY_NAME = "key<fry>"
 IMPL = "threefry2x32"
@@ -66,6 +68,17 @@ def unsupported_impl(name):
             f"bits with threefry2x32 only; make keys with the default implementation "
             f"(jax.random.key(seed) or jax.random.PRNGKey(seed) without impl='{name}', and "
             f"leave jax_default_prng_impl unset)")
+
+
+KEY_DATA_BOUNDS = (0, 2 ** 32 - 1)
+
+
+def mark_key_data(v):
+    """A graph Input holding key data (uint32, raw or a typed key's) may hold any uint32: its
+    `bounds` attribute says so, so no backend narrows it (Core ML's int32 inputs assume
+    int32-range values otherwise, intervals.input_bounds)."""
+    if v.node is not None and v.node.kind is OpKind.Input:
+        v.node.attrs["bounds"] = KEY_DATA_BOUNDS
 
 
 def physical_shape(shape):

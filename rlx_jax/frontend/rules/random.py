@@ -33,6 +33,7 @@ def _random_seed(ctx, seeds, *, impl):
 
 @jaxpr_rule("random_wrap")
 def _random_wrap(ctx, data, *, impl):
+    prng.mark_key_data(data)
     return _check_impl(ctx, impl) or ctx.emit(K.RandomWrap, (data,))
 
 

@@ -78,8 +78,12 @@ def _rebuild(graph):
         b.src = n.src
         if n.kind is K.Input:
             o = n.out
-            outs = (b.input(prng.physical_shape(o.shape), np.uint32) if o.dtype == prng.KEY
-                    else b.input(o.shape, o.dtype),)
+            if o.dtype == prng.KEY:              # a region's key parameter: its data
+                outs = (b.input(prng.physical_shape(o.shape), np.uint32),)
+                prng.mark_key_data(outs[0])
+            else:
+                outs = copy_node(b, n, ins)
+                b.graph.inputs.append(outs[0])
         elif n.regions:
             regions = tuple(_rebuild(r) for r in n.regions)
             if any(has_keys(r) for r in n.regions) or _touches_keys(n):
