@@ -231,7 +231,8 @@ class Jitted:
         with transforms.tracing():
             closed = jax.make_jaxpr(flat_fun)(*structs)
         t1 = time.perf_counter()
-        graph = graph_from_jaxpr(closed, name=self.__name__)
+        graph = graph_from_jaxpr(closed, name=self.__name__,
+                                 host=self.options.get("fallback", "host") == "host")
         params = [p.name for p in self._sig.parameters.values()] if self._sig else []
         n = len(jax.tree_util.tree_unflatten(tree, [0] * tree.num_leaves)[0]) + len(static_pos)
         dyn_positions = [i for i in range(n) if i not in static_pos]

@@ -28,20 +28,25 @@ def _code_list(names):
 
 def primitives_markdown():
     """Markdown: supported primitives, inlined call primitives, unsupported ones with reasons."""
-    from .frontend.rules import JAXPR_RULES, UNSUPPORTED
+    from .frontend.rules import HOST_RUNNABLE, JAXPR_RULES, UNSUPPORTED
     from .frontend.trace import CALL_PARAMS
     inlined = sorted(p for p, param in CALL_PARAMS.items() if param is not None)
     supported = sorted(set(JAXPR_RULES))
-    by_reason = {}
-    for prim, why in sorted(UNSUPPORTED.items()):
-        by_reason.setdefault(why, []).append(prim)
     lines = [GENERATED, "",
              f"Translated ({len(supported)}): {_code_list(supported)}.", "",
-             f"Inlined call-like primitives ({len(inlined)}): {_code_list(inlined)}.", "",
-             f"Refused with an `UnsupportedPrimitiveError` ({len(UNSUPPORTED)}):", ""]
-    for why, prims in by_reason.items():
-        lines.append(f"- {_code_list(prims)}: {why}.")
-    return "\n".join(lines) + "\n"
+             f"Inlined call-like primitives ({len(inlined)}): {_code_list(inlined)}.", ""]
+    for title, names in ((
+            f"Kept as they are and run as JAX on the host (`HostPrimitive`) with "
+            f"`fallback=\"host\"`, the default; refused with an `UnsupportedPrimitiveError` with "
+            f"`fallback=\"error\"` ({len(HOST_RUNNABLE)})", HOST_RUNNABLE), (
+            f"Refused with an `UnsupportedPrimitiveError` "
+            f"({len(set(UNSUPPORTED) - HOST_RUNNABLE)})", set(UNSUPPORTED) - HOST_RUNNABLE)):
+        by_reason = {}
+        for prim in sorted(names):
+            by_reason.setdefault(UNSUPPORTED[prim], []).append(prim)
+        lines += [f"{title}:", ""]
+        lines += [f"- {_code_list(prims)}: {why}." for why, prims in by_reason.items()] + [""]
+    return "\n".join(lines[:-1]) + "\n"
 
 
 def load_backends(names=BACKEND_NAMES):
@@ -94,9 +99,10 @@ def op_coverage_markdown(backends=None):
              "**native backward** (a dedicated backward kernel, kept when `native_backward` is "
              "on), **decomposed** (expanded by legalization through `passes/decompose` into "
              "kinds the backend lowers), **partly decomposed** (decomposed where the node is "
-             "one the decomposition applies to, listed below the table; other nodes of the "
-             "kind are refused), **—** (not runnable: legalization raises a "
-             "`LegalizationError` naming the node). The kinds on typed PRNG keys (Random*) are "
+             "one the decomposition applies to, listed below the table; the other nodes of the "
+             "kind are not lowered), **—** (not lowered by the backend: such nodes run on the "
+             "host in reported segments with `fallback=\"host\"`, the default, and "
+             "legalization refuses them naming each with `fallback=\"error\"`). The kinds on typed PRNG keys (Random*) are "
              "decomposed by key physicalization (`passes/decompose/keys.py`): keys become "
              "their uint32 data and the kinds JAX's threefry functions on it.", ""]
     if missing:

@@ -186,7 +186,7 @@ def _uses_unsupported(x):
 
 def test_unsupported_primitives_are_reported_once_with_counts_and_lines():
     with pytest.raises(UnsupportedPrimitiveError) as info:
-        rlx_jax.trace(_uses_unsupported, X)
+        rlx_jax.jit(_uses_unsupported, backend="xla", fallback="error").lower(X)
     msg = str(info.value)
     chol_line = _line_of(_uses_unsupported, "a = lax.linalg.cholesky")
     rand_line = _line_of(_uses_unsupported, "jax.random")
@@ -199,13 +199,22 @@ def test_unsupported_primitives_are_reported_once_with_counts_and_lines():
     assert msg.count(f"at {HERE}:") == len(info.value.args[0].split("×")) - 1
     assert msg.count("unsupported JAX primitive(s)") == 1
     assert "file a frontend rule" in msg
+    assert "cholesky run as JAX on the host with fallback='host'" in msg
 
 
 def test_unsupported_error_through_jit_names_every_primitive():
     with pytest.raises(UnsupportedPrimitiveError) as info:
-        rlx_jax.jit(_uses_unsupported, backend="xla")(X)
+        rlx_jax.jit(_uses_unsupported, backend="xla", fallback="error")(X)
     listed = [ln.split()[0] for ln in str(info.value).splitlines() if "×" in ln]
     assert "cholesky" in listed and len(listed) >= 2, listed
+
+
+def test_with_host_fallback_only_primitives_that_cannot_run_on_the_host_are_refused():
+    """cholesky is kept as a HostPrimitive (it runs as JAX); the rbg generator is refused."""
+    with pytest.raises(UnsupportedPrimitiveError) as info:
+        rlx_jax.trace(_uses_unsupported, X)
+    listed = [ln.split()[0] for ln in str(info.value).splitlines() if "×" in ln]
+    assert "cholesky" not in listed and listed, listed
 
 
 def test_unsupported_reduce_window_body():

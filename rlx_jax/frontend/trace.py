@@ -16,10 +16,11 @@ from jax.extend import core as jcore
 from ..errors import RlxError, UnsupportedPrimitiveError
 from ..ir import prng
 from ..ir.graph import Builder, Graph, Value
+from ..ir.host import HostParams
 from ..ir.ops import OpKind
 from ..ir.rewrite import dce
 from ..transforms import tracing
-from .rules import JAXPR_RULES, UNSUPPORTED
+from .rules import HOST_RUNNABLE, JAXPR_RULES, UNSUPPORTED
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 source_info_util.register_exclusion(_PKG_DIR)
@@ -89,14 +90,20 @@ def _plain_dtype(aval):
         return prng.KEY
 
 
+def _plain(eqn):
+    """Whether every operand and result of `eqn` has an array dtype (no PRNG key)."""
+    return not any(prng.is_key(v.aval.dtype) for v in (*eqn.invars, *eqn.outvars))
+
+
 def _placeholder(aval):
     """A stand-in value for an unsupported eqn's output."""
     return Value(aval.shape, _plain_dtype(aval))
 
 
 class _Tracer:
-    def __init__(self, b=None):
+    def __init__(self, b=None, host=False):
         self.b = b if b is not None else Builder(Graph())
+        self.host = host       # keep HOST_RUNNABLE primitives as HostPrimitive nodes
         self.missing = {}   # primitive name -> [count, first eqn text, reason, source line]
         self.literals = {}
         self.call_src = None   # source line of the innermost enclosing call-like eqn
@@ -145,7 +152,7 @@ class _Tracer:
             self.call_src = outer
 
     def region(self, closed, src):
-        sub = _Tracer()
+        sub = _Tracer(host=self.host)
         sub.call_src = src
         args = [sub.b.input(v.aval.shape, _plain_dtype(v.aval)) for v in closed.jaxpr.invars]
         sub.b.graph.outputs = sub.run(closed.jaxpr, closed.consts, args)
@@ -167,7 +174,14 @@ class _Tracer:
             return self.inline(eqn.params[CALL_PARAMS[name]], invals, src)
         rule = JAXPR_RULES.get(name)
         if rule is None:
-            return self.unsupported(eqn, src, UNSUPPORTED.get(name, "no rule yet"))
+            why = UNSUPPORTED.get(name, "no rule yet")
+            if self.host and name in HOST_RUNNABLE and _plain(eqn):
+                self.b.src = src
+                out = EqnContext(self, eqn, src).emit(
+                    OpKind.HostPrimitive, invals, primitive=eqn.primitive,
+                    params=HostParams(eqn.params, why))
+                return [out] if isinstance(out, Value) else list(out)
+            return self.unsupported(eqn, src, why)
         self.b.src = src
         try:
             out = rule(EqnContext(self, eqn, src), *invals, **eqn.params)
@@ -187,6 +201,7 @@ class _Tracer:
     def raise_missing(self):
         if not self.missing:
             return
+        host = sorted(n for n in self.missing if n in HOST_RUNNABLE and not self.host)
         lines = []
         for name, (count, text, why, src) in sorted(self.missing.items()):
             lines.append(f"  {name} ×{count} ({why})\n      {text}"
@@ -195,7 +210,9 @@ class _Tracer:
             f"{len(self.missing)} unsupported JAX primitive(s) in the traced program:\n"
             + "\n".join(lines)
             + "\nRewrite these parts with supported jnp/lax ops or rlx_jax.nn ops, run them "
-              "outside rlx_jax.jit, or file a frontend rule.")
+              "outside rlx_jax.jit, or file a frontend rule."
+            + (f"\n{', '.join(host)} run as JAX on the host with fallback='host' (the "
+               f"default)." if host else ""))
 
 
 def translate(closed_jaxpr, b, operands):
@@ -217,10 +234,12 @@ def boundary_input(b, aval):
     return b.input(aval.shape, aval.dtype)
 
 
-def graph_from_jaxpr(closed_jaxpr, name="main"):
+def graph_from_jaxpr(closed_jaxpr, name="main", host=True):
     """Translates a ClosedJaxpr into an IR Graph (one Input per jaxpr invar). Typed PRNG keys
-    enter and leave it as their uint32 data (boundary_input; key results are unwrapped)."""
-    t = _Tracer()
+    enter and leave it as their uint32 data (boundary_input; key results are unwrapped). With
+    `host`, primitives in HOST_RUNNABLE become HostPrimitive nodes (ir/host.py: run as JAX on
+    the host) instead of being refused."""
+    t = _Tracer(host=host)
     t.b.graph.name = name
     args = [boundary_input(t.b, v.aval) for v in closed_jaxpr.jaxpr.invars]
     outs = t.run(closed_jaxpr.jaxpr, closed_jaxpr.consts, args)

@@ -214,6 +214,8 @@ class OpKind(enum.Enum):
     RandomFoldIn = "RandomFoldIn"
     RandomGamma = "RandomGamma"
     ThreeFry2x32 = "ThreeFry2x32"
+    # a JAX primitive with no RLX kind yet, kept as it is: it runs as JAX, on the host
+    HostPrimitive = "HostPrimitive"
 
 
 EXTENSIONS = frozenset({
@@ -241,6 +243,10 @@ PRIMITIVE = frozenset({
     OpKind.TopK, OpKind.Reshape, OpKind.Transpose, OpKind.Narrow, OpKind.Concat, OpKind.Expand,
     OpKind.Reverse, OpKind.Gather, OpKind.ScatterAdd, OpKind.Conv, OpKind.Pool,
 }) | EXTENSIONS
+
+# A JAX primitive the frontend keeps as it is (attrs: the primitive and its params); only the
+# reference backend (xla) runs it, so on every other backend it runs in a host segment.
+HOST_ONLY = frozenset({OpKind.HostPrimitive})
 
 # Control flow: nodes that carry regions (Node.regions), re-emitted as lax control flow by xla.
 CONTROL = frozenset({OpKind.If, OpKind.While, OpKind.Scan})

@@ -13,7 +13,7 @@ import numpy as np
 from jax import lax
 from jax._src.lax import windowed_reductions as _wr
 
-from . import prng
+from . import host, prng
 from .interpret import interpret, rule_table
 from .ops import OpKind as K
 
@@ -341,3 +341,6 @@ def threefry2x32(k1, k2, x1, x2):
     """The Threefry-2x32 hash (20 rounds) of counters (x1, x2) under key (k1, k2), uint32,
     broadcast together."""
     return tuple(prng.threefry2x32_p.bind(*_bcast(k1, k2, x1, x2)))
+
+
+reference(K.HostPrimitive)(host.bind)

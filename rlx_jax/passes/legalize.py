@@ -52,10 +52,18 @@ def unclaimed(graph, keep):
         bad = [m for m in n.walk() if m.kind not in BOUNDARY
                and not _kept(m, keep, predicates)]
         if bad:
-            kinds = sorted({m.kind.name for m in bad})
+            kinds = sorted({_kind_name(m) for m in bad})
             inside = "" if bad == [n] else " (inside its regions)"
             out[id(n)] = f"no lowering for {', '.join(kinds)}{inside} and no decomposition"
     return out
+
+
+def _kind_name(n):
+    """The kind, or for a HostPrimitive the JAX primitive it keeps (`the JAX primitive
+    cholesky`)."""
+    if n.kind is OpKind.HostPrimitive:
+        return f"the JAX primitive `{n.attrs['primitive']}` (no RLX kind yet)"
+    return n.kind.name
 
 
 def legalize(graph, keep, backend="?", decomps=DECOMPS, fallback="error"):

@@ -4,7 +4,7 @@ import jax
 import numpy as np
 
 from ...ir.interpret import interpret
-from ...ir.ops import CONTROL, PRIMITIVE, OpKind
+from ...ir.ops import CONTROL, HOST_ONLY, PRIMITIVE, OpKind
 from ...ir.reference import evaluate
 from ..base import register_backend
 
@@ -15,7 +15,7 @@ def _run(ctx, node, *operands):
 
 # Every primitive kind lowers to its reference (control flow to lax.switch / while_loop / scan
 # over its regions); the high-level kinds are decomposed.
-XLA_RULES = {kind: _run for kind in (PRIMITIVE | CONTROL) - {OpKind.Input}}  # interpret binds Inputs
+XLA_RULES = {kind: _run for kind in (PRIMITIVE | CONTROL | HOST_ONLY) - {OpKind.Input}}  # interpret binds Inputs
 
 
 def _to_numpy(outs):
@@ -24,7 +24,7 @@ def _to_numpy(outs):
 
 class XlaBackend:
     name = "xla"
-    SUPPORTED_OPS = PRIMITIVE | CONTROL
+    SUPPORTED_OPS = PRIMITIVE | CONTROL | HOST_ONLY
     NATIVE_BACKWARD_OPS = frozenset()
     BACKWARD_OPS = frozenset()
     options = ()

@@ -1,7 +1,9 @@
 """JAXPR_RULES: JAX primitive name -> rule(ctx, *operands, **params) building IR nodes.
 
 One table, filled by the family modules below. UNSUPPORTED lists primitives that have no rule
-yet, each with the reason shown to users.
+yet, each with the reason shown to users. Those in HOST_RUNNABLE are kept as they are
+(OpKind.HostPrimitive, ir/host.py) when jit's fallback is "host", so they run as JAX on the
+host; the others (another PRNG implementation's generator, collectives) are always refused.
 """
 from ...ir.interpret import rule_table
 
@@ -14,28 +16,35 @@ UNSUPPORTED = {
     "rng_bit_generator": _RBG,
     "rng_uniform": "lax.rng_uniform is XLA's stateful generator, which has no JAX semantics to "
                    "match; use jax.random with a key",
-    "custom_linear_solve": "linear solvers are not supported",
-    **{p: "complex numbers are not supported (Core ML and MLX kernels are real-valued)"
+    "custom_linear_solve": "linear solvers have no RLX kind yet",
+    **{p: "complex numbers have no RLX kind yet (the Core ML and MLX kernels are real-valued)"
        for p in ("complex", "real", "imag", "conj")},
-    **{p: "linear-algebra decompositions are not supported yet; compute them outside "
-          "rlx_jax.jit" for p in ("cholesky", "lu", "qr", "svd", "eigh", "eig", "schur",
+    **{p: "linear-algebra decompositions have no RLX kind yet" for p in ("cholesky", "lu", "qr", "svd", "eigh", "eig", "schur",
                                   "triangular_solve", "householder_product", "tridiagonal",
                                   "tridiagonal_solve", "lu_pivots_to_permutation")},
-    "fft": "FFTs are not supported yet",
-    **{p: "this special function has no rule yet; use one of the supported elementwise "
-          "functions" for p in ("igamma", "igammac", "igamma_grad_a", "random_gamma_grad",
+    "fft": "FFTs have no RLX kind yet",
+    **{p: "this special function has no RLX kind yet" for p in ("igamma", "igammac", "igamma_grad_a", "random_gamma_grad",
                                 "polygamma", "zeta", "bessel_i0e", "bessel_i1e",
                                 "regularized_incomplete_beta", "clz")},
-    **{p: "host callbacks cannot run inside a compiled Core ML / MLX program; call them "
-          "outside rlx_jax.jit" for p in ("pure_callback", "io_callback", "debug_callback",
-                                          "debug_print")},
+    **{p: "host callbacks have no RLX kind (they call back into Python)" for p in (
+        "pure_callback", "debug_callback", "debug_print")},
+    "io_callback": "io_callback orders its effects, which host segments do not keep; call it "
+                   "outside rlx_jax.jit",
     **{p: "collectives need a device mesh; rlx_jax runs on one device" for p in (
         "psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "reduce_scatter",
         "axis_index", "shard_map")},
 }
+
+HOST_RUNNABLE = frozenset(
+    ("custom_linear_solve", "complex", "real", "imag", "conj", "cholesky", "lu", "qr", "svd",
+     "eigh", "eig", "schur", "triangular_solve", "householder_product", "tridiagonal",
+     "tridiagonal_solve", "lu_pivots_to_permutation", "fft", "igamma", "igammac",
+     "igamma_grad_a", "random_gamma_grad", "polygamma", "zeta", "bessel_i0e", "bessel_i1e",
+     "regularized_incomplete_beta", "clz", "pure_callback", "debug_callback", "debug_print"))
 
 from . import elementwise, linalg, reduce, shape, index, conv, control, random  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
 
 for _name in UNSUPPORTED:
     assert _name not in JAXPR_RULES, _name
+assert HOST_RUNNABLE <= set(UNSUPPORTED), HOST_RUNNABLE - set(UNSUPPORTED)

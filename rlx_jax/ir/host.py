@@ -1,0 +1,29 @@
+"""A JAX primitive kept as it is in the IR (OpKind.HostPrimitive), for primitives the frontend
+has no RLX kind for yet (linear algebra, FFTs, complex parts, some special functions, host
+callbacks): the node holds the primitive and a `HostParams` of its params, its reference
+semantics bind the primitive, and since only the reference backend (xla) claims the kind, it
+runs on the host between device segments (placement.py) on every other backend.
+
+Given / Result (`jnp.linalg.cholesky(a)` on backend "coreml"):
+    %2:f32[3,3] = HostPrimitive[primitive=cholesky, params={symmetrize_input}] %1
+    -> placed in a host segment, run as `cholesky_p.bind(a, symmetrize_input=False)` under jax.jit
+"""
+
+
+class HostParams:
+    """A primitive's params as an IR attribute: hashed by identity, printed by their names, and
+    `why` (the reason the primitive has no RLX kind) for the placement report."""
+
+    def __init__(self, params, why):
+        self.params, self.why = dict(params), why
+
+    def __repr__(self):
+        return "{" + ", ".join(sorted(self.params)) + "}"
+
+    __str__ = __repr__
+
+
+def bind(*operands, primitive, params):
+    """The reference semantics of a HostPrimitive node: the primitive itself."""
+    out = primitive.bind(*operands, **params.params)
+    return tuple(out) if primitive.multiple_results else out
