@@ -9,8 +9,6 @@ Python API of mlx 0.32 has no mx.random.bits). Prints bits per second and the ra
 Run: python benchmarks/bench_random_mlx.py [--quick]
 """
 import argparse
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -19,17 +17,7 @@ import numpy as np
 
 import rlx_jax
 
-
-def bench(fn, n, warm=2):
-    """Median seconds per call of fn() (which must evaluate its result)."""
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+from bench_mlx import bench  # noqa: E402  (the median-of-n timer; benchmarks/ is on sys.path)
 
 
 if hasattr(mx.random, "bits"):
@@ -51,10 +39,10 @@ def rates(count, n):
     np.testing.assert_array_equal(out, np.asarray(ref(key)))        # bit-exact first
     mkey = mx.random.key(0)
     return {
-        "rlx_jax mlx": bench(lambda: mx.eval(ours(key)), n),
-        "rlx_jax mlx compile=False": bench(lambda: mx.eval(eager(key)), n),
-        "jax.jit (XLA CPU)": bench(lambda: ref(key).block_until_ready(), n),
-        MLX_OWN: bench(lambda: mx.eval(mlx_own((count,), key=mkey)), n),
+        "rlx_jax mlx": bench(lambda: mx.eval(ours(key)), n, warm=2),
+        "rlx_jax mlx compile=False": bench(lambda: mx.eval(eager(key)), n, warm=2),
+        "jax.jit (XLA CPU)": bench(lambda: ref(key).block_until_ready(), n, warm=2),
+        MLX_OWN: bench(lambda: mx.eval(mlx_own((count,), key=mkey)), n, warm=2),
     }
 
 
