@@ -78,6 +78,7 @@ class PartitionedExecutable:
         self.last_crossings = {"conversions": 0, "bytes": 0}
         self.output = output
         self._convert = backend.output_converter(output)
+        self._held = None           # per output: can the device backend's array form hold it
 
     def __call__(self, *args):
         env = {vid: {"arg": args[i]} for vid, i in self._inputs}
@@ -102,12 +103,22 @@ class PartitionedExecutable:
         return self._results(get)
 
     def _results(self, get):
+        """The outputs; which of them the device backend cannot hold is learnt on the first
+        call (its conversion raises) and remembered, so later calls try nothing."""
+        if self._held is None:
+            self._held = []
+            for v in self.placement.graph.outputs:
+                try:
+                    get(v, self.form)
+                    self._held.append(True)
+                except LoweringError:         # no such array on the device backend
+                    self._held.append(False)
         outs, native = [], []
-        for i, v in enumerate(self.placement.graph.outputs):
-            try:
+        for i, (v, held) in enumerate(zip(self.placement.graph.outputs, self._held)):
+            if held:
                 outs.append(get(v, self.form))
                 native.append(i)
-            except LoweringError:             # no such array on the device backend
+            else:
                 outs.append(get(v, "numpy" if self.output == "numpy" else "jax"))
         if self._convert is not None and native:
             for i, o in zip(native, self._convert([outs[i] for i in native])):
