@@ -8,11 +8,13 @@ import numpy as np
 from .errors import BadArgumentError
 from .ir import prng
 
-_SCALAR_TYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
+_SCALAR_TYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32),
+                 complex: np.dtype(np.complex64)}
 _SCALAR_TYPES_X64 = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
-                     float: np.dtype(np.float64)}
+                     float: np.dtype(np.float64), complex: np.dtype(np.complex128)}
 _NARROW = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
-           np.dtype(np.uint64): np.dtype(np.uint32)}
+           np.dtype(np.uint64): np.dtype(np.uint32),
+           np.dtype(np.complex128): np.dtype(np.complex64)}
 _DTYPES = {}   # dtype object of any array library -> numpy dtype (memoised: hot path)
 
 
@@ -54,8 +56,6 @@ def leaf_signature(x, path, x64=False):
         raise TracedArgument(x)
     shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
     if shape is None or dtype is None:
-        if isinstance(x, complex):
-            raise BadArgumentError(f"argument {path}: complex numbers are not supported")
         raise BadArgumentError(
             f"argument {path} has type {t.__name__}, which is not an array or a number; "
             f"pass jax/numpy/mlx arrays or Python scalars, or mark it static "

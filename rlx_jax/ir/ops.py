@@ -214,6 +214,13 @@ class OpKind(enum.Enum):
     RandomFoldIn = "RandomFoldIn"
     RandomGamma = "RandomGamma"
     ThreeFry2x32 = "ThreeFry2x32"
+    # linear algebra and complex numbers JAX has and RLX names no kind for
+    Lu = "Lu"
+    LuPivotsToPermutation = "LuPivotsToPermutation"
+    Eig = "Eig"
+    Complex = "Complex"
+    Real = "Real"
+    Imag = "Imag"
     # a JAX primitive with no RLX kind yet, kept as it is: it runs as JAX, on the host
     HostPrimitive = "HostPrimitive"
 
@@ -224,6 +231,8 @@ EXTENSIONS = frozenset({
     OpKind.Scatter, OpKind.SelectAndScatterAdd, OpKind.SelectAndGatherAdd,
     OpKind.RandomSeed, OpKind.RandomWrap, OpKind.RandomUnwrap, OpKind.RandomBits,
     OpKind.RandomSplit, OpKind.RandomFoldIn, OpKind.RandomGamma, OpKind.ThreeFry2x32,
+    OpKind.Lu, OpKind.LuPivotsToPermutation, OpKind.Eig, OpKind.Complex, OpKind.Real,
+    OpKind.Imag,
 })
 
 # JAX's randomness (rlx_jax extensions): the kinds on typed keys (dtype ir.prng.KEY), which
@@ -235,6 +244,14 @@ KEY_KINDS = frozenset({
 })
 RANDOM = KEY_KINDS | {OpKind.ThreeFry2x32}
 
+# Linear algebra (JAX's lax.linalg primitives, same operands, attributes and results), FFTs and
+# the complex-number kinds; their reference semantics are in ir/reference_linalg.py.
+LINALG = frozenset({
+    OpKind.Cholesky, OpKind.TriangularSolve, OpKind.Lu, OpKind.LuPivotsToPermutation,
+    OpKind.Qr, OpKind.Svd, OpKind.Eigh, OpKind.Eig,
+})
+SPECTRAL = frozenset({OpKind.Fft, OpKind.Complex, OpKind.Real, OpKind.Imag, OpKind.Conjugate})
+
 # The kinds the jaxpr frontend emits and the reference backend lowers (the primitive IR).
 PRIMITIVE = frozenset({
     OpKind.Input, OpKind.Constant, OpKind.Activation, OpKind.Cast, OpKind.Binary,
@@ -242,7 +259,7 @@ PRIMITIVE = frozenset({
     OpKind.ArgMax, OpKind.ArgMin, OpKind.Cumsum, OpKind.CumProd, OpKind.CumMax, OpKind.Sort,
     OpKind.TopK, OpKind.Reshape, OpKind.Transpose, OpKind.Narrow, OpKind.Concat, OpKind.Expand,
     OpKind.Reverse, OpKind.Gather, OpKind.ScatterAdd, OpKind.Conv, OpKind.Pool,
-}) | EXTENSIONS
+}) | EXTENSIONS | LINALG | SPECTRAL
 
 # A JAX primitive the frontend keeps as it is (attrs: the primitive and its params); only the
 # reference backend (xla) runs it, so on every other backend it runs in a host segment.

@@ -16,13 +16,8 @@ UNSUPPORTED = {
     "rng_bit_generator": _RBG,
     "rng_uniform": "lax.rng_uniform is XLA's stateful generator, which has no JAX semantics to "
                    "match; use jax.random with a key",
-    "custom_linear_solve": "linear solvers have no RLX kind yet",
-    **{p: "complex numbers have no RLX kind yet (the Core ML and MLX kernels are real-valued)"
-       for p in ("complex", "real", "imag", "conj")},
-    **{p: "linear-algebra decompositions have no RLX kind yet" for p in ("cholesky", "lu", "qr", "svd", "eigh", "eig", "schur",
-                                  "triangular_solve", "householder_product", "tridiagonal",
-                                  "tridiagonal_solve", "lu_pivots_to_permutation")},
-    "fft": "FFTs have no RLX kind yet",
+    **{p: "this linear-algebra primitive has no RLX kind yet" for p in (
+        "schur", "householder_product", "tridiagonal", "tridiagonal_solve")},
     **{p: "this special function has no RLX kind yet" for p in ("igamma", "igammac", "igamma_grad_a", "random_gamma_grad",
                                 "polygamma", "zeta", "bessel_i0e", "bessel_i1e",
                                 "regularized_incomplete_beta", "clz")},
@@ -36,13 +31,12 @@ UNSUPPORTED = {
 }
 
 HOST_RUNNABLE = frozenset(
-    ("custom_linear_solve", "complex", "real", "imag", "conj", "cholesky", "lu", "qr", "svd",
-     "eigh", "eig", "schur", "triangular_solve", "householder_product", "tridiagonal",
-     "tridiagonal_solve", "lu_pivots_to_permutation", "fft", "igamma", "igammac",
+    ("schur", "householder_product", "tridiagonal", "tridiagonal_solve", "igamma", "igammac",
      "igamma_grad_a", "random_gamma_grad", "polygamma", "zeta", "bessel_i0e", "bessel_i1e",
      "regularized_incomplete_beta", "clz", "pure_callback", "debug_callback", "debug_print"))
 
 from . import elementwise, linalg, reduce, shape, index, conv, control, random  # noqa: E402,F401
+from . import decompositions  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
 
 for _name in UNSUPPORTED:
