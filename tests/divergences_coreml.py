@@ -29,12 +29,53 @@ INT_CONV = 'MIL conv is floating-point only; an exact integer convolution is not
 # jax_enable_x64 types (tests/test_x64.py)
 F64 = 'Core ML has no float64 tensors: ops on them run on the host'
 
+
+# linear algebra, FFTs, complex numbers (tests/op_table_linalg.py)
+LINALG = ('MIL has no matrix decompositions or triangular solves: they run on the host')
+COMPLEX = 'Core ML has no complex64 tensors: ops on them run on the host'
+
 DTYPE_DIVERGENCES = {
     'bfloat16': Expect(reason=BF16, host=True),
     'float64': Expect(reason=F64, host=True),
+    'complex64': Expect(reason=COMPLEX, host=True),
 }
 
 DIVERGENCES = {
+    'power_spectrum_f32': Expect(reason=COMPLEX, host=True),
+    'spectral_layer_f32': Expect(reason=COMPLEX, host=True),
+    'complex_parts_f32': Expect(reason=COMPLEX, host=True),
+    'real_to_complex_f32': Expect(reason=COMPLEX, host=True),
+    'cholesky_f32': Expect(reason=LINALG, host=True),
+    'cholesky_batched_f32': Expect(reason=LINALG, host=True),
+    'triangular_solve_llo_f32': Expect(reason=LINALG, host=True),
+    'triangular_solve_lup_t_f32': Expect(reason=LINALG, host=True),
+    'triangular_solve_rlo_unit_f32': Expect(reason=LINALG, host=True),
+    'triangular_solve_rup_t_f32': Expect(reason=LINALG, host=True),
+    'triangular_solve_batched_f32': Expect(reason=LINALG, host=True),
+    'solve_triangular_f32': Expect(reason=LINALG, host=True),
+    'cho_solve_f32': Expect(reason=LINALG, host=True),
+    'gp_nll_f32': Expect(reason=LINALG, host=True),
+    'lu_f32': Expect(reason=LINALG, host=True),
+    'lu_batched_f32': Expect(reason=LINALG, host=True),
+    'lu_factor_f32': Expect(reason=LINALG, host=True),
+    'lu_pivots_to_permutation_i32': Expect(reason=LINALG, host=True),
+    'qr_reduced_f32': Expect(reason=LINALG, host=True),
+    'qr_complete_f32': Expect(reason=LINALG, host=True),
+    'qr_batched_f32': Expect(reason=LINALG, host=True),
+    'svd_f32': Expect(reason=LINALG, host=True),
+    'svd_reduced_f32': Expect(reason=LINALG, host=True),
+    'svd_values_f32': Expect(reason=LINALG, host=True),
+    'eigh_lower_f32': Expect(reason=LINALG, host=True),
+    'eigh_upper_f32': Expect(reason=LINALG, host=True),
+    'eigh_values_f32': Expect(reason=LINALG, host=True),
+    'eig_values_f32': Expect(reason=LINALG, host=True),
+    'solve_f32': Expect(reason=LINALG, host=True),
+    'solve_batched_f32': Expect(reason=LINALG, host=True),
+    'inv_f32': Expect(reason=LINALG, host=True),
+    'slogdet_f32': Expect(reason=LINALG, host=True),
+    'pinv_f32': Expect(reason=LINALG, host=True),
+    'lstsq_f32': Expect(reason=LINALG, host=True),
+    'expm_f32': Expect(reason=LINALG, host=True),
     'population_count_i32': Expect(reason=BITS, host=True),
     'nextafter_f32': Expect(reason=BITS, host=True),
     'nextafter_special_f32': Expect(reason=BITS, host=True),

@@ -28,6 +28,9 @@ def _close(got, want, atol, rtol, what):
     assert got.dtype == want.dtype, (what, got.dtype, want.dtype)
     if want.dtype == np.bool_ or jnp.issubdtype(want.dtype, jnp.integer):
         np.testing.assert_array_equal(got, want, err_msg=what)
+    elif jnp.issubdtype(want.dtype, jnp.complexfloating):
+        np.testing.assert_allclose(got.astype(np.complex128), want.astype(np.complex128),
+                                   atol=atol, rtol=rtol, err_msg=what)
     else:
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
                                    atol=atol, rtol=rtol, err_msg=what)
