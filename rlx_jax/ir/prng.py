@@ -19,11 +19,11 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src.random import core as _random_core
-from jax._src.random import prng as _prng
-from jax._src.random import threefry2x32 as _fry
+from ..jax_internals import module
 
 from .ops import OpKind
+
+_random_core, _prng, _fry = module("random_core"), module("prng"), module("threefry")
 
 KEY = np.dtype([("fry", "<u4", (2,))])
 KEY_NAME = "key<fry>"

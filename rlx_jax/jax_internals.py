@@ -1,0 +1,31 @@
+"""The JAX-internal modules rlx_jax reads, resolved for the installed JAX release.
+
+JAX moves its private modules between releases; each entry lists where the releases rlx_jax
+supports keep the module, newest first, and the first that imports is used. A release that
+has none of them fails here, at import, naming the module, not later inside a trace.
+
+  jax 0.10: jax._src.random is a package (core, prng, threefry2x32)
+  jax 0.9:  the threefry functions and the PRNG machinery are in jax._src.prng, random_gamma_p
+            and _gamma_impl in jax._src.random
+"""
+import importlib
+
+import jax
+
+LOCATIONS = {
+    "threefry": ("jax._src.random.threefry2x32", "jax._src.prng"),
+    "prng": ("jax._src.random.prng", "jax._src.prng"),
+    "random_core": ("jax._src.random.core", "jax._src.random"),
+}
+
+
+def module(name):
+    """The installed JAX's module for LOCATIONS[name]."""
+    for path in LOCATIONS[name]:
+        try:
+            return importlib.import_module(path)
+        except ImportError:
+            continue
+    raise ImportError(f"rlx_jax does not know where jax {jax.__version__} keeps its {name} "
+                      f"module (tried {', '.join(LOCATIONS[name])}); install a supported jax "
+                      f"(see pyproject.toml)")
