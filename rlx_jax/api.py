@@ -354,14 +354,11 @@ def jit(fun=None, *, backend="auto", static_argnums=(), static_argnames=(), **op
     """Compiles `fun` for an Apple ML backend ("mlx", "coreml"), the reference "xla", or "auto".
 
     Usable as `@jit`, `@jit(backend=...)` or `jit(fun, ...)`. Options are passed to the backend
-    (e.g. `native_backward=False`, Core ML's `compute_precision`).
+    (e.g. `native_backward=False`, Core ML's `compute_precision`); jax.jit's keywords are
+    accepted as options.py says (`donate_argnums`, `keep_unused`, `inline`: no-ops).
     """
-    if not isinstance(backend, str):
-        raise BadArgumentError(f"backend must be a string, got {backend!r}")
     backends = all_backends()
-    if backend != "auto" and backend not in backends:
-        raise BadArgumentError(
-            f"unknown backend {backend!r}; choose one of {sorted(backends) + ['auto']}")
+    _options.check_backend(backend, backends)
     _options.check_options(backend, options, backends)
     if fun is None:
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,
