@@ -252,6 +252,7 @@ class Jitted:
         t0 = time.perf_counter()
         with transforms.tracing():
             closed = jax.make_jaxpr(flat_fun)(*structs)
+        transforms.refuse_closed_over_tracers(self.__name__, closed)
         t1 = time.perf_counter()
         graph = graph_from_jaxpr(closed, name=self.__name__,
                                  host=self.options.get("fallback", "host") == "host")

@@ -60,3 +60,15 @@ def refuse(name, backend, tracer):
         f"JAX tracers ({type(tracer).__name__}) at {_call_site()}: a Lowered is made for "
         f"concrete shapes. Call {name} itself under the transformation (it binds rlx_call and "
         f"runs on {backend!r}), or lower it outside with jax.ShapeDtypeStruct arguments") from None
+
+
+def refuse_closed_over_tracers(name, closed_jaxpr):
+    """Raises UnsupportedTransformationError if the traced function closed over values of an
+    outer JAX transformation (they are constants of its jaxpr that are still tracers)."""
+    tracers = [c for c in closed_jaxpr.consts if is_tracer(c)]
+    if tracers:
+        raise UnsupportedTransformationError(
+            f"{name} (an rlx_jax.jit function) closes over {len(tracers)} value(s) traced by an "
+            f"outer JAX transformation ({type(tracers[0]).__name__} "
+            f"{jax.typeof(tracers[0]).str_short()}), called at {_call_site()}: a compiled "
+            f"program cannot hold them. Pass them as arguments of {name} instead") from None

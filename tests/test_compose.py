@@ -240,3 +240,13 @@ def test_cost_and_memory_of_a_larger_program():
     assert mem.output_size_in_bytes == 4 + 32
     assert mem.temp_size_in_bytes >= 2 * 32                # the matmul and tanh results
     assert "DotGeneral" in compiled.as_text()
+
+
+def test_closed_over_tracers_are_refused_clearly():
+    from rlx_jax.errors import UnsupportedTransformationError
+
+    def outer(s):
+        return rlx_jax.jit(lambda x: (x * s).sum(), backend="xla")(X)
+    with pytest.raises(UnsupportedTransformationError, match=r"closes over 1 value\(s\) traced "
+                                                             r"by an outer JAX.*as arguments"):
+        jax.grad(outer)(2.0)
