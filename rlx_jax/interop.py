@@ -36,7 +36,7 @@ from .ir import prng
 rlx_call_p = Primitive("rlx_call")
 rlx_call_p.multiple_results = True
 
-_SCALARS = (bool, int, float, complex, np.ndarray, np.generic, jax.Array)
+_OPERANDS = (bool, int, float, complex, np.ndarray, np.generic, jax.Array)   # bind as they are
 
 
 def _struct(aval):
@@ -170,7 +170,7 @@ def _impl(*args, fn):
 def _jvp(primals, tangents, *, fn):
     outs = rlx_call_p.bind(*primals, fn=fn)
     out_avals = fn.out_avals(tuple(jax.typeof(p) for p in primals))
-    nonzero = tuple(type(t) is not ad.Zero and jax.numpy.result_type(t) != jax.dtypes.float0
+    nonzero = tuple(type(t) is not ad.Zero and getattr(t, "dtype", None) != jax.dtypes.float0
                     for t in tangents)
     float_out = tuple(_is_float(a.dtype) for a in out_avals)
     zeros = [ad.Zero(a.to_tangent_aval()) for a in out_avals]
@@ -227,7 +227,7 @@ mlir.register_lowering(rlx_call_p, _lowering, cacheable=False)
 # ---- binding a Jitted call ----
 
 def _as_operand(x):
-    return x if isinstance(x, _SCALARS) or transforms.is_tracer(x) else np.asarray(x)
+    return x if isinstance(x, _OPERANDS) or transforms.is_tracer(x) else np.asarray(x)
 
 
 def _key_data(x, path):
