@@ -11,7 +11,7 @@ import time
 import jax
 
 from . import options as _options
-from . import transforms
+from . import interop, stages, transforms
 from .arguments import (TracedArgument, key_boundary, leaf_names, leaf_signature,
                         output_names, raise_unhashable)
 from .backends.base import all_backends, available_backends, get_backend
@@ -105,6 +105,19 @@ class Compiled:
             outs = self._keys.results(outs)
         return jax.tree_util.tree_unflatten(self.lowered.out_tree, outs)
 
+    def as_text(self):
+        """The backend's program (device-only programs of MLX and Core ML), else the IR with
+        each node's segment."""
+        return stages.compiled_text(self.lowered)
+
+    def cost_analysis(self):
+        """{"flops", "bytes accessed"} estimated from the legalized IR (stages.py: the rules)."""
+        return stages.cost_analysis(self.lowered.legalized)
+
+    def memory_analysis(self):
+        """stages.MemoryAnalysis: argument, output, temporary and constant bytes of the IR."""
+        return stages.memory_analysis(self.lowered.legalized)
+
     def __call__(self, *args, **kwargs):
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
         if tree != self.lowered.in_tree:
@@ -148,7 +161,7 @@ class Jitted:
         nums = set(nums) | {params.index(n) for n in names if n in params}
         names = set(names) | {params[i] for i in nums if 0 <= i < len(params)}
         self.static_argnums, self.static_argnames = frozenset(nums), frozenset(names)
-        self._cache = {}
+        self._cache, self._functions = {}, {}
         self._lock = threading.Lock()
         self._backend = None
         self._method = None
@@ -205,31 +218,41 @@ class Jitted:
         return (tree, tuple(sigs), statics, jax.config.jax_threefry_partitionable), leaves
 
     # ---- tracing ----
-    def _trace(self, key, args, kwargs):
-        tree, sigs, statics = key[:3]
+    def _flat_fun(self, tree, statics):
+        """The function of the dynamic leaves (pytree `tree`) with `statics` put back; its
+        `out_trees` collects the result tree of each call."""
         static_pos = dict(s for s in statics if isinstance(s[0], int))
         static_kw = {k: v for k, v in statics if isinstance(k, str)}
-        out_tree = []
 
         def flat_fun(*leaves):
             dyn_args, dyn_kwargs = jax.tree_util.tree_unflatten(tree, leaves)
             it = iter(dyn_args)
             n = len(dyn_args) + len(static_pos)
             full = [static_pos[i] if i in static_pos else next(it) for i in range(n)]
-            out = self.fun(*full, **dyn_kwargs, **static_kw)
-            outs, t = jax.tree_util.tree_flatten(out)
-            out_tree.append(t)
+            outs, t = jax.tree_util.tree_flatten(self.fun(*full, **dyn_kwargs, **static_kw))
+            flat_fun.out_trees.append(t)
             return outs
+        flat_fun.tree, flat_fun.out_trees = tree, []
+        return flat_fun
 
-        structs = [jax.ShapeDtypeStruct(s, prng.jax_dtype(d), weak_type=w) for s, d, w in sigs]
+    def _check_signature(self, args, kwargs):
         if self._sig is not None:
             try:
                 self._sig.bind(*args, **kwargs)
             except TypeError as e:
                 raise BadArgumentError(f"{self.__name__}: {e}") from None
+
+    def _trace(self, key, args, kwargs):
+        tree, sigs, statics = key[:3]
+        static_pos = dict(s for s in statics if isinstance(s[0], int))
+        flat_fun = self._flat_fun(tree, statics)
+        out_tree = flat_fun.out_trees
+        structs = [jax.ShapeDtypeStruct(s, prng.jax_dtype(d), weak_type=w) for s, d, w in sigs]
+        self._check_signature(args, kwargs)
         t0 = time.perf_counter()
         with transforms.tracing():
             closed = jax.make_jaxpr(flat_fun)(*structs)
+        transforms.refuse_closed_over_tracers(self.__name__, closed)
         t1 = time.perf_counter()
         graph = graph_from_jaxpr(closed, name=self.__name__,
                                  host=self.options.get("fallback", "host") == "host")
@@ -241,7 +264,7 @@ class Jitted:
         graph.output_names = output_names(out_tree[0])
         t2 = time.perf_counter()
         self.trace_count += 1
-        return graph, out_tree[0], {"make_jaxpr": t1 - t0, "frontend": t2 - t1}, \
+        return closed, graph, out_tree[0], {"make_jaxpr": t1 - t0, "frontend": t2 - t1}, \
             key_boundary(closed)
 
     def _place(self, graph):
@@ -264,15 +287,23 @@ class Jitted:
     def _backend_options(self):
         return {k: v for k, v in self.options.items() if k not in _options.COMMON}
 
+    def trace(self, *args, **kwargs):
+        """The stages.Traced of a call: `.jaxpr`, `.graph`, `.lower()`."""
+        key = self._static_key(args, kwargs)
+        traced = self._trace(key, args, kwargs)
+        return stages.Traced(traced[0], traced[1], lambda: self._lower(key, args, kwargs, traced))
+
     def lower(self, *args, **kwargs):
+        return self._lower(self._static_key(args, kwargs), args, kwargs)
+
+    def _static_key(self, args, kwargs):
         try:
-            key, _ = self._key(args, kwargs)
+            return self._key(args, kwargs)[0]
         except TracedArgument as e:
             transforms.refuse(self.__name__, self.backend_name, e.args[0])
-        return self._lower(key, args, kwargs)
 
-    def _lower(self, key, args, kwargs):
-        graph, out_tree, timings, keys = self._trace(key, args, kwargs)
+    def _lower(self, key, args, kwargs, traced=None):
+        _, graph, out_tree, timings, keys = traced or self._trace(key, args, kwargs)
         graph = recognize(graph)
         t0 = time.perf_counter()
         placed = self._place(graph)
@@ -287,7 +318,7 @@ class Jitted:
         except TracedArgument as e:
             if transforms.inside_trace():
                 return self.fun(*args, **kwargs)       # inlined into the outer rlx_jax trace
-            transforms.refuse(self.__name__, self.backend_name, e.args[0])
+            return interop.bind(self, args, kwargs)    # one rlx_call primitive (interop.py)
         compiled = self._cache.get(key)
         if compiled is None:
             with self._lock:
@@ -300,19 +331,35 @@ class Jitted:
     def clear_cache(self):
         self._cache.clear()
 
+    # ---- what interop.bind needs ----
+    def flat_call(self, args, kwargs):
+        """(statics, the flat function of the dynamic leaves, those leaves) of a call."""
+        self._check_signature(args, kwargs)
+        statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        return statics, self._flat_fun(tree, statics), leaves
+
+    def rlx_function(self, key, make):
+        """The interop.RlxFunction (and its result info) of one call signature, made once."""
+        with self._lock:
+            if key not in self._functions:
+                self._functions[key] = make()
+            return self._functions[key]
+
+    def like(self, fun, output):
+        """A Jitted of `fun` (flat leaves, no statics) on this backend with these options."""
+        return Jitted(fun, self.backend_name, (), (), dict(self.options, output=output))
+
 
 def jit(fun=None, *, backend="auto", static_argnums=(), static_argnames=(), **options):
     """Compiles `fun` for an Apple ML backend ("mlx", "coreml"), the reference "xla", or "auto".
 
     Usable as `@jit`, `@jit(backend=...)` or `jit(fun, ...)`. Options are passed to the backend
-    (e.g. `native_backward=False`, Core ML's `compute_precision`).
+    (e.g. `native_backward=False`, Core ML's `compute_precision`); jax.jit's keywords are
+    accepted as options.py says (`donate_argnums`, `keep_unused`, `inline`: no-ops).
     """
-    if not isinstance(backend, str):
-        raise BadArgumentError(f"backend must be a string, got {backend!r}")
     backends = all_backends()
-    if backend != "auto" and backend not in backends:
-        raise BadArgumentError(
-            f"unknown backend {backend!r}; choose one of {sorted(backends) + ['auto']}")
+    _options.check_backend(backend, backends)
     _options.check_options(backend, options, backends)
     if fun is None:
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,

@@ -35,5 +35,5 @@ class BackendUnavailableError(RlxError):
 
 
 class UnsupportedTransformationError(RlxError):
-    """A JAX transformation (jax.grad, jax.vmap, jax.jit, ...) was applied to an rlx_jax.jit
-    function from outside rlx_jax.jit."""
+    """`Jitted.lower` / `Jitted.trace` was called on JAX tracers (inside jax.grad, jax.vmap,
+    jax.jit, ...); calling the function itself there works (it binds rlx_call)."""

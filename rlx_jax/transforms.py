@@ -5,8 +5,9 @@ rlx_jax.jit function, or a jitted helper called from a jitted function) the call
 the outer trace records the function's operations, and the outer program's backend compiles
 the whole, as `jax.jit` inlines a nested `jax.jit`. Called on the tracers of a JAX
 transformation outside of rlx_jax (`jax.grad(f)`, `jax.vmap(f)`, `jax.jit` of a caller) it
-raises `UnsupportedTransformationError` naming the call site: its compiled program cannot take
-tracers, and running `f`'s plain JAX code instead would silently leave the chosen backend.
+binds the `rlx_call` primitive (interop.py), whose rules compile the transformed function for
+the same backend. `Jitted.lower` / `Jitted.trace` on tracers raise
+`UnsupportedTransformationError` naming the call site: a Lowered is built from concrete shapes.
 """
 import contextlib
 import functools
@@ -55,9 +56,19 @@ def _call_site():
 
 def refuse(name, backend, tracer):
     raise UnsupportedTransformationError(
-        f"{name} is an rlx_jax.jit function (backend {backend!r}) and was called on JAX "
-        f"tracers ({type(tracer).__name__}) at {_call_site()}: JAX transformations (jax.grad, "
-        f"jax.vmap, jax.jit, ...) of an rlx_jax.jit function are not supported yet. Transform "
-        f"the undecorated function and jit the result instead, e.g. "
-        f"rlx_jax.jit(jax.grad(fn), backend={backend!r}) with fn = {name}.__wrapped__ (an "
-        f"rlx_jax.jit function called inside another rlx_jax.jit function is inlined)") from None
+        f"{name}.lower / .trace (an rlx_jax.jit function, backend {backend!r}) was called on "
+        f"JAX tracers ({type(tracer).__name__}) at {_call_site()}: a Lowered is made for "
+        f"concrete shapes. Call {name} itself under the transformation (it binds rlx_call and "
+        f"runs on {backend!r}), or lower it outside with jax.ShapeDtypeStruct arguments") from None
+
+
+def refuse_closed_over_tracers(name, closed_jaxpr):
+    """Raises UnsupportedTransformationError if the traced function closed over values of an
+    outer JAX transformation (they are constants of its jaxpr that are still tracers)."""
+    tracers = [c for c in closed_jaxpr.consts if is_tracer(c)]
+    if tracers:
+        raise UnsupportedTransformationError(
+            f"{name} (an rlx_jax.jit function) closes over {len(tracers)} value(s) traced by an "
+            f"outer JAX transformation ({type(tracers[0]).__name__} "
+            f"{jax.typeof(tracers[0]).str_short()}), called at {_call_site()}: a compiled "
+            f"program cannot hold them. Pass them as arguments of {name} instead") from None

@@ -1,0 +1,265 @@
+"""`rlx_call`: an rlx_jax.jit function called on JAX tracers, as one JAX primitive.
+
+Outside an rlx_jax trace, `f(*args)` on tracers of `jax.grad`, `jax.vmap`, `jax.jit`, ... binds
+`rlx_call` on the flat array leaves of the dynamic arguments (static arguments and the pytree
+structure are part of the call's `RlxFunction`; typed PRNG keys cross as their uint32 data). Every
+rule of the primitive compiles a JAX transformation of the plain function with rlx_jax, on the
+same backend with the same options, so nothing runs as plain JAX instead of the backend:
+
+- abstract evaluation: `jax.eval_shape` of the function (cached per input avals);
+- evaluation: the rlx_jax executable for the inputs' avals;
+- JVP: the primal `rlx_call` and one `rlx_call` of the tangent map
+  `lambda p, t: jax.jvp(fun, p, t)[1]` (only the non-zero float tangents cross; only float
+  outputs have tangents), linear in its tangent inputs;
+- transpose (of such a linear call): an `rlx_call` of `jax.linear_transpose` of the linear map,
+  its non-linear inputs held fixed; it is not linear in those, so it is differentiated again by
+  the JVP rule: jax.grad of jax.grad, jax.hessian and jax.jacfwd of jax.jacrev all work;
+- batching: an `rlx_call` of `jax.vmap(fun, in_axes, out_axes=0)`;
+- lowering under `jax.jit`: a host callback (as `jax.pure_callback` lowers) that runs the
+  executable, compiled when `jax.jit` lowers; the rest of the jax.jit program stays XLA.
+
+Gradients recompute the forward where the backward needs it (the tangent map is compiled from
+`jax.jvp` of the whole function): a `jax.grad` runs the forward once and the transposed map once.
+`RlxFunction.calls` counts the executions of each function's executables.
+"""
+import threading
+
+import jax
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from . import transforms
+from .errors import BadArgumentError
+from .ir import prng
+
+rlx_call_p = Primitive("rlx_call")
+rlx_call_p.multiple_results = True
+
+_OPERANDS = (bool, int, float, complex, np.ndarray, np.generic, jax.Array)   # bind as they are
+
+
+def _struct(aval):
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
+
+def _zero_tangent(x):
+    aval = jax.typeof(x).to_tangent_aval()
+    return np.zeros(aval.shape, aval.dtype)
+
+
+def _is_float(dtype):
+    return jax.numpy.issubdtype(dtype, jax.numpy.inexact)
+
+
+class RlxFunction:
+    """A function of flat array leaves (plain JAX), run through rlx_jax on one backend.
+
+    `flat(*leaves) -> list of leaves`; `linear`: the input positions it is linear in (a tangent
+    or cotangent map), empty for the user's function. `make_jitted(flat)` gives the rlx_jax.jit
+    object that compiles it (same backend and options as the user's function); `output` picks
+    the kind of results ("jax" for evaluation, "numpy" inside a host callback)."""
+
+    def __init__(self, flat, name, make_jitted, linear=frozenset()):
+        self.flat, self.name, self.linear = flat, name, frozenset(linear)
+        flat.__name__ = name
+        self._make_jitted = make_jitted
+        self._jitted, self._compiled, self._avals, self._derived = {}, {}, {}, {}
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def __repr__(self):
+        return f"{self.name}@{self.backend}"
+
+    @property
+    def backend(self):
+        return self.jitted("jax").backend_name
+
+    def jitted(self, output):
+        j = self._jitted.get(output)
+        if j is None:
+            j = self._jitted[output] = self._make_jitted(self.flat, output)
+        return j
+
+    def out_avals(self, avals):
+        out = self._avals.get(avals)
+        if out is None:
+            with transforms.tracing():          # nested rlx_jax.jit functions are inlined
+                shapes = jax.eval_shape(self.flat, *map(_struct, avals))
+            out = self._avals[avals] = tuple(
+                jax.core.ShapedArray(s.shape, s.dtype, weak_type=s.weak_type) for s in shapes)
+        return out
+
+    def compiled(self, avals, output):
+        """The rlx_jax Compiled for inputs of `avals`, made once."""
+        key = (avals, output)
+        c = self._compiled.get(key)
+        if c is None:
+            with self._lock:
+                c = self._compiled.get(key)
+                if c is None:
+                    c = self.jitted(output).lower(*map(_struct, avals)).compile()
+                    self._compiled[key] = c
+        return c
+
+    def run(self, args, output="jax"):
+        avals = tuple(jax.typeof(a) for a in args)
+        outs = self.compiled(avals, output).call_flat(list(args))
+        self.calls += 1
+        return outs
+
+    def derive(self, key, build):
+        d = self._derived.get(key)
+        if d is None:
+            flat, name, linear = build()
+            d = self._derived[key] = RlxFunction(flat, name, self._make_jitted, linear)
+        return d
+
+    # ---- the transformations ----
+    def jvp_map(self, nonzero, float_out):
+        """(primals, non-zero tangents) -> tangents of the float outputs."""
+        def build():
+            n = len(nonzero)
+
+            def tangent_map(*xs):
+                primals, it = xs[:n], iter(xs[n:])
+                tangents = [next(it) if nz else _zero_tangent(p) for p, nz in zip(primals, nonzero)]
+                _, touts = jax.jvp(self.flat, list(primals), tangents)
+                return [t for t, f in zip(touts, float_out) if f]
+            return tangent_map, f"{self.name}_jvp", range(n, n + sum(nonzero))
+        return self.derive(("jvp", nonzero, float_out), build)
+
+    def transpose_map(self, undefined, lin_avals, n_cts):
+        """(defined inputs, output cotangents) -> cotangents of the undefined (linear) inputs;
+        linear inputs that are defined contribute nothing to a cotangent and are held at zero."""
+        def build():
+            n_def = len(undefined) - sum(undefined)
+
+            def transposed(*xs):
+                defined, cts = xs[:n_def], list(xs[n_def:])
+
+                def linear_part(*unknown):
+                    it_d, it_u = iter(defined), iter(unknown)
+                    full = [next(it_u) if u else next(it_d) for u in undefined]
+                    full = [jax.numpy.zeros_like(x) if i in self.linear and not u else x
+                            for i, (x, u) in enumerate(zip(full, undefined))]
+                    return self.flat(*full)
+                return list(jax.linear_transpose(linear_part, *map(_struct, lin_avals))(cts))
+            return transposed, f"{self.name}_transpose", range(n_def, n_def + n_cts)
+        return self.derive(("transpose", undefined, lin_avals, n_cts), build)
+
+    def vmap_map(self, dims, size):
+        """The function vmapped over `dims` (None: unmapped), results batched along axis 0."""
+        def build():
+            batched = jax.vmap(self.flat, in_axes=list(dims), out_axes=0, axis_size=size)
+            return ((lambda *xs: list(batched(*xs))), f"{self.name}_vmap",
+                    self.linear)
+        return self.derive(("vmap", dims, size), build)
+
+
+# ---- the primitive's rules ----
+
+def _abstract_eval(*avals, fn):
+    return fn.out_avals(tuple(avals))
+
+
+def _impl(*args, fn):
+    return fn.run(args)
+
+
+def _jvp(primals, tangents, *, fn):
+    outs = rlx_call_p.bind(*primals, fn=fn)
+    out_avals = fn.out_avals(tuple(jax.typeof(p) for p in primals))
+    nonzero = tuple(type(t) is not ad.Zero and getattr(t, "dtype", None) != jax.dtypes.float0
+                    for t in tangents)
+    float_out = tuple(_is_float(a.dtype) for a in out_avals)
+    zeros = [ad.Zero(a.to_tangent_aval()) for a in out_avals]
+    if not any(nonzero) or not any(float_out):
+        return outs, zeros
+    tmap = fn.jvp_map(nonzero, float_out)
+    touts = iter(rlx_call_p.bind(*primals, *(t for t, nz in zip(tangents, nonzero) if nz),
+                                 fn=tmap))
+    return outs, [next(touts) if f else z for f, z in zip(float_out, zeros)]
+
+
+def _transpose(cts, *args, fn):
+    undefined = tuple(ad.is_undefined_primal(a) for a in args)
+    bad = [i for i, u in enumerate(undefined) if u and i not in fn.linear]
+    if bad:
+        raise BadArgumentError(f"rlx_call {fn!r}: cannot transpose with respect to its "
+                               f"non-linear inputs {bad}")
+    lin_avals = tuple(a.aval for a in args if ad.is_undefined_primal(a))
+    cts = [ad.instantiate_zeros(c) for c in cts]
+    tfn = fn.transpose_map(undefined, lin_avals, len(cts))
+    res = iter(rlx_call_p.bind(*(a for a in args if not ad.is_undefined_primal(a)), *cts, fn=tfn))
+    return [next(res) if u else None for u in undefined]
+
+
+def _batch(args, dims, *, fn):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    vfn = fn.vmap_map(tuple(dims), size)
+    outs = rlx_call_p.bind(*args, fn=vfn)
+    return outs, [0] * len(outs)
+
+
+def _lowering(ctx, *operands, fn):
+    compiled = fn.compiled(tuple(ctx.avals_in), "numpy")
+
+    def callback(*xs):
+        outs = compiled.call_flat(list(xs))
+        fn.calls += 1
+        return tuple(np.asarray(o) for o in outs)
+
+    results, _, _ = mlir.emit_python_callback(
+        ctx, callback, None, list(operands), ctx.avals_in, ctx.avals_out,
+        has_side_effect=False, returns_token=False)
+    return results
+
+
+rlx_call_p.def_impl(_impl)
+rlx_call_p.def_abstract_eval(_abstract_eval)
+ad.primitive_jvps[rlx_call_p] = _jvp
+ad.primitive_transposes[rlx_call_p] = _transpose
+batching.primitive_batchers[rlx_call_p] = _batch
+mlir.register_lowering(rlx_call_p, _lowering, cacheable=False)
+
+
+# ---- binding a Jitted call ----
+
+def _as_operand(x):
+    return x if isinstance(x, _OPERANDS) or transforms.is_tracer(x) else np.asarray(x)
+
+
+def _key_data(x, path):
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or not prng.is_key(dtype):
+        return x, False
+    if dtype != prng.JAX_KEY:
+        raise BadArgumentError(f"argument {path}: {prng.unsupported_impl(prng.impl_name(dtype))}")
+    return prng.unwrap(x), True
+
+
+def bind(jitted, args, kwargs):
+    """`jitted(*args, **kwargs)` on JAX tracers: one rlx_call of its flat function."""
+    statics, flat_fun, in_leaves = jitted.flat_call(args, kwargs)
+    leaves, keys = zip(*(_key_data(x, f"#{i}") for i, x in enumerate(in_leaves))) \
+        if in_leaves else ((), ())
+    leaves = [_as_operand(x) for x in leaves]
+    avals = tuple(jax.typeof(x) for x in leaves)
+    fn, out_info = jitted.rlx_function((flat_fun.tree, statics, keys, avals),
+                                       lambda: _base(jitted, flat_fun, keys))
+    outs = rlx_call_p.bind(*leaves, fn=fn)
+    out_tree, out_keys = out_info
+    outs = [prng.wrap(o) if k else o for o, k in zip(outs, out_keys)]
+    return jax.tree_util.tree_unflatten(out_tree, outs)
+
+
+def _base(jitted, flat_fun, keys):
+    out_info = []
+
+    def flat(*leaves):
+        outs = flat_fun(*(prng.wrap(x) if k else x for x, k in zip(leaves, keys)))
+        if not out_info:
+            out_info.extend((flat_fun.out_trees[-1], [prng.is_key(o.dtype) for o in outs]))
+        return [prng.unwrap(o) if prng.is_key(o.dtype) else o for o in outs]
+    return RlxFunction(flat, jitted.__name__, jitted.like), out_info
