@@ -55,6 +55,7 @@ class CoremlBackend:
     BACKWARD_OPS = claims.BACKWARD_OPS
     SUPPORTED_OPS_TRAINING = claims.SUPPORTED_OPS_TRAINING
     CLAIM_PREDICATES = claims.CLAIM_PREDICATES
+    REWRITTEN_OPS = claims.REWRITTEN_OPS
     options = package.OPTIONS
 
     def rules(self):

@@ -12,15 +12,25 @@ as a real matrix that ignores the imaginary parts of the DC and Nyquist bins (la
 convention).
 
 A DFT costs O(n^2) per transform (an FFT O(n log n)) and its two n x m float32 matrices are
-constants of the model (8 n m bytes per length: 8 MB at n = 1024). Measured on this 2-core
-Linux machine (`benchmarks/bench_coreml_fft.py`: rfft then irfft of f32[8, n], one run, MIL
-reference executor vs `jax.jit(jnp.fft)` on the CPU; float32 error against numpy's float64
-FFT, relative to the largest magnitude):
+constants of the model (8 n m bytes per length). Measured on this 2-core Linux machine
+(`benchmarks/bench_coreml_fft.py`, one run; x: f32[8, n]; rfft to its parts, irfft from
+them, both wholly on Core ML; error: max |y - exact| / max |exact| against numpy's float64
+FFT; time: one call of the MIL reference executor, NumPy, not Core ML's speed, over
+`jax.jit(jnp.fft...)` on the CPU):
 
-    n      err DFT   err jnp.fft   MIL ops   MFLOP   constants   executor / jax
-    64     ...
-See MAX_LENGTH below for the chosen limit: an Fft with a transformed axis longer than it runs
-on the host (JAX's FFT), with that reason in the placement report.
+    n      err rfft / irfft   jnp.fft's     MIL ops   MFLOP   constants   executor / jax
+    64     2.2e-7 / 1.6e-7    0.9 / 1.0e-7   4 / 8     0.07    0.02 MB     124x / 136x
+    256    3.9e-7 / 3.7e-7    1.1 / 1.2e-7   4 / 8     1.06    0.25 MB      34x /  36x
+    512    5.3e-7 / 4.5e-7    1.5 / 1.3e-7   4 / 8     4.21    1.00 MB     432x / 423x
+    1024   5.4e-7 / 4.0e-7    1.4 / 1.4e-7   4 / 8    16.8     4.01 MB     747x / 302x
+    2048   4.6e-7 / 4.2e-7    1.3 / 1.5e-7   4 / 8    67.2    16.0 MB      381x / 761x
+    4096   4.1e-7 / 4.5e-7    1.3 / 1.3e-7   4 / 8   268.6    64.0 MB      558x / 535x
+
+The error stays 3-4x jnp.fft's at every length (the matrices are exact to float32); what
+grows is the work (2.1 MFLOP per length-1024 rfft, ~40x an FFT's 5 n log2 n) and the model's
+constants, quadratically: 4 MB per rfft length and 8 MB per complex one at n = 1024, 16 and
+32 MB at 2048. MAX_LENGTH = 1024 keeps both moderate; an Fft with a transformed axis longer
+than that runs on the host (JAX's FFT), with that reason in the placement report.
 
 Given / Result (`jnp.fft.rfft(x)`, x: f32[2, 16]):
     c:complex64[2,9] = Fft[fft_type=rfft, fft_lengths=(16,)] x

@@ -4,10 +4,11 @@ MIL has no complex tensors. `split_complex` rewrites every node on complex64 val
 a real form into float32 nodes on the (re, im) parts of its operands: Fft as DFT matmuls
 (complex_dft.py), Complex / Real / Imag / Conjugate, Binary add / sub / mul / div (Smith's
 division), Activation neg / abs (hypot-scaled, as XLA) / square / integer_pow (y >= 1),
-Cast from and to complex64, complex Constants, DotGeneral / MatMul (four real products),
-Reduce sum and the data-movement kinds (complex_rules.py: applied to each part). An
-imaginary part known to be zero (a real value cast to complex, a constant with no imaginary
-part, an rfft's input) is carried as None, so it costs no ops.
+Compare eq / ne, Cast from and to complex64, complex Constants, DotGeneral / MatMul (four
+real products), Reduce sum, Scatter (replace, add) and the data-movement kinds
+(complex_rules.py: applied to each part). An imaginary part known to be zero (a real value
+cast to complex, a constant with no imaginary part, an rfft's input) is carried as None, so
+it costs no ops.
 
 Each rewritten node's complex result is re-formed by a Complex node (Cast for a zero
 imaginary part) that only the nodes left complex read: what has no real form, and the

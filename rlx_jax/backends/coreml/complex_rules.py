@@ -147,3 +147,16 @@ def _contraction(p, b, n, ins):
 @_rule(K.Fft)
 def _fft(p, b, n, ins):
     return Dft(p, b).lower(n, p.of(b, ins[0]))
+
+
+@_rule(K.Compare)
+def _compare(p, b, n, ins):
+    """eq: both parts equal; ne: either part differs (the only comparisons on complex)."""
+    fn = n.attrs["fn"]
+    if fn not in ("eq", "ne"):
+        return None
+    x, y = (p.of(b, v) for v in ins)
+    both = x[1] is not None or y[1] is not None         # else the imaginary parts are zero
+    parts = [b.compare(fn, p.part(b, x, i, ins[0].shape), p.part(b, y, i, ins[1].shape))
+             for i in ((0, 1) if both else (0,))]
+    return parts[0] if len(parts) == 1 else b.binary("and" if fn == "eq" else "or", *parts)
