@@ -228,3 +228,8 @@ def test_rewritten_kinds_have_real_forms():
     from rlx_jax.backends.coreml.complex_rules import RULES
     assert CoremlBackend.REWRITTEN_OPS <= set(RULES)
     assert not CoremlBackend.REWRITTEN_OPS & CoremlBackend.SUPPORTED_OPS
+
+
+def test_a_power_spectrum_exports_as_one_core_ml_program(tmp_path):
+    path = rlx_jax.export_coreml(power_spectrum, f32(2, 16), path=str(tmp_path / "ps.mlpackage"))
+    assert (tmp_path / "ps.mlpackage").is_dir() and path.endswith("ps.mlpackage")
