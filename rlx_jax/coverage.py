@@ -69,6 +69,8 @@ def cell(backend, kind, decomps, partial=()):
         return "native"
     if kind in backend.NATIVE_BACKWARD_OPS:
         return "native backward"
+    if kind in getattr(backend, "REWRITTEN_OPS", ()):
+        return "rewritten"
     if kind in decomps:
         return "partly decomposed" if kind in partial else "decomposed"
     return "—"
@@ -100,7 +102,10 @@ def op_coverage_markdown(backends=None):
              "on), **decomposed** (expanded by legalization through `passes/decompose` into "
              "kinds the backend lowers), **partly decomposed** (decomposed where the node is "
              "one the decomposition applies to, listed below the table; the other nodes of the "
-             "kind are not lowered), **—** (not lowered by the backend: such nodes run on the "
+             "kind are not lowered), **rewritten** (turned into kinds the backend lowers by its "
+             "own graph rewrite where the node allows it, the rest on the host: Core ML's "
+             "complex values as float32 (re, im) pairs and FFTs as DFT matmuls, "
+             "`backends/coreml/complex_pairs.py`), **—** (not lowered by the backend: such nodes run on the "
              "host in reported segments with `fallback=\"host\"`, the default, and "
              "legalization refuses them naming each with `fallback=\"error\"`). The kinds on typed PRNG keys (Random*) are "
              "decomposed by key physicalization (`passes/decompose/keys.py`): keys become "
@@ -126,8 +131,9 @@ def op_coverage_markdown(backends=None):
     lines += [f"- {kind.name}: {which}." for kind, which in PARTIAL.items()]
     lines += ["", "Totals:", ""]
     for n in names:
-        parts = [f"{c} {totals[n][c]}" for c in ("native", "native backward", "decomposed",
-                                                 "partly decomposed") if totals[n].get(c)]
+        parts = [f"{c} {totals[n][c]}" for c in ("native", "native backward", "rewritten",
+                                                 "decomposed", "partly decomposed")
+                 if totals[n].get(c)]
         lines.append(f"- {n}: " + ", ".join(parts))
     return "\n".join(lines) + "\n"
 

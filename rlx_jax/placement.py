@@ -106,8 +106,11 @@ def place(graph, backend, native_backward=True, fallback="host", options=None):
     ranks rewritten to <= 5) and returns its Placement (`plan`)."""
     from .backends.base import kept_kinds
     keep = kept_kinds(backend, native_backward)
-    legal = legalize(graph, keep, backend=backend.name, fallback=fallback)
     prepare = getattr(backend, "prepare", None)
+    # `prepare` may rewrite nodes legalization leaves unclaimed (Core ML: complex values as
+    # float32 pairs); with fallback="error", `plan` refuses whatever is left after it
+    legal = legalize(graph, keep, backend=backend.name,
+                     fallback="host" if prepare is not None else fallback)
     legal = prepare(legal) if prepare is not None else legal
     return plan(legal, backend, keep, fallback, options)
 

@@ -55,6 +55,7 @@ class CoremlBackend:
     BACKWARD_OPS = claims.BACKWARD_OPS
     SUPPORTED_OPS_TRAINING = claims.SUPPORTED_OPS_TRAINING
     CLAIM_PREDICATES = claims.CLAIM_PREDICATES
+    REWRITTEN_OPS = claims.REWRITTEN_OPS
     options = package.OPTIONS
 
     def rules(self):
@@ -73,19 +74,25 @@ class CoremlBackend:
         return "" if self.available() else "coremltools is not installed (pip install coremltools)"
 
     def prepare(self, graph):
-        """The legalized graph as it will be lowered: values above rank 5 that shape ops pass
-        through rewritten to rank <= 5 (rank.py), before placement looks at it."""
+        """The legalized graph as it will be lowered: complex64 values done as float32 (re, im)
+        pairs where every op on them has a real form (complex_pairs.py: FFTs as DFT matmuls),
+        then values above rank 5 that shape ops pass through rewritten to rank <= 5
+        (rank.py), before placement looks at it."""
+        from .complex_pairs import split_complex
         from .rank import lower_rank
-        return lower_rank(graph)
+        return lower_rank(split_complex(graph))
 
     def host_reasons(self, graph, known, **options):
         """{id(node): reason} of the top-level nodes Core ML cannot run (placement.py). A graph
         whose package is already cached was built whole: nothing to look for."""
+        from .complex_pairs import boundary_reasons
         from .placement import host_reasons
         opts = package.Options(**options)
         if not known and package_cache.problem(self.package_path(graph, opts)) is None:
             return {}
-        return host_reasons(graph, known, opts.target)
+        reasons = host_reasons(graph, known, opts.target)
+        reasons.update((k, why) for k, why in boundary_reasons(graph).items() if k in known)
+        return reasons
 
     def value_bounds(self, graph):
         """{value id: (lo, hi)} the interval analysis proves for integer values (intervals.py);

@@ -4,6 +4,8 @@ SUPPORTED_OPS          kinds the MIL lowering (MIL_RULES) lowers itself
 NATIVE_BACKWARD_OPS    backward kinds with a native MIL kernel (kept by legalization)
 BACKWARD_OPS           backward kinds run only by decomposition (device probe only)
 SUPPORTED_OPS_TRAINING SUPPORTED_OPS ∪ NATIVE_BACKWARD_OPS
+REWRITTEN_OPS          kinds no MIL rule lowers that the backend's own rewrite (`prepare`)
+                       turns into supported kinds where it can; the rest run on the host
 
 A test asserts that these tables and MIL_RULES agree both ways.
 """
@@ -50,3 +52,7 @@ BACKWARD_OPS = frozenset({
 from .mil_nn_conv import CLAIM_PREDICATES  # noqa: E402
 
 SUPPORTED_OPS_TRAINING = SUPPORTED_OPS | NATIVE_BACKWARD_OPS
+
+# complex64 values as float32 (re, im) pairs, FFTs as DFT matmuls (complex_pairs.py): left
+# on the host only at the program's complex boundary and for Ffts above the length limit
+REWRITTEN_OPS = frozenset({K.Fft, K.Complex, K.Real, K.Imag, K.Conjugate})
