@@ -309,9 +309,9 @@ def test_mlx_if_over_a_loop_runs_only_the_taken_branch():
 @needs_mlx
 def test_mlx_prepares_region_constants_and_checks_region_dtypes():
     """Given: a scan whose body uses a 64-element constant; and a hand-built If whose branch
-    makes a complex64 value.
+    makes a complex128 value.
     Result: the MLX context converted the body's constant at lowering time (it is not rebuilt
-    per step); the complex64 value inside the region is refused by LoweringError naming it."""
+    per step); the complex128 value inside the region is refused by LoweringError naming it."""
     from rlx_jax.backends.mlx.lower import MlxContext, lower
     from rlx_jax.ir.graph import Builder, Graph
     table = np.arange(64, dtype=np.float32).reshape(8, 8)
@@ -324,14 +324,15 @@ def test_mlx_prepares_region_constants_and_checks_region_dtypes():
 
     branch = Builder(Graph("branch"))
     v = branch.input((3,), np.float32)
-    c = branch.add(K.Cast, (v,), {"dtype": np.dtype(np.complex64)}, out=[((3,), np.complex64)])
+    c = branch.add(K.Cast, (v,), {"dtype": np.dtype(np.complex128)},
+                   out=[((3,), np.complex128)])
     branch.graph.outputs = [branch.add(K.Cast, (c,), {"dtype": np.dtype(np.float32)},
                                        out=[((3,), np.float32)])]
     top = Builder(Graph("top"))
     i, x = top.input((), np.int32), top.input((3,), np.float32)
     top.graph.outputs = [top.add(K.If, (i, x), {}, out=[((3,), np.float32)],
                                  regions=[branch.graph])]
-    with pytest.raises(LoweringError, match="complex64"):
+    with pytest.raises(LoweringError, match="complex128"):
         lower(top.graph)
 
 

@@ -27,6 +27,10 @@ SUPPORTED_OPS = frozenset({
     K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
     # control flow (rules_control.py: If as a select, While and long Scans as host loops)
     K.If, K.While, K.Scan,
+    # linear algebra, FFTs and complex parts (rules_linalg.py: mx.linalg on the CPU stream,
+    # mx.fft; variants without an MLX kernel go to the host, rules_linalg.host_reason)
+    K.Cholesky, K.TriangularSolve, K.Lu, K.LuPivotsToPermutation, K.Qr, K.Svd, K.Eigh, K.Eig,
+    K.Fft, K.Complex, K.Real, K.Imag, K.Conjugate,
 })
 
 # Backward kinds with a dedicated MLX lowering (kept by legalization when native backward is on).

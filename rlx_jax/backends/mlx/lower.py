@@ -12,6 +12,7 @@ from ...ir.interpret import interpret, where
 from ...ir.ops import OpKind
 from . import rules_conv, rules_control, rules_elementwise, rules_index, rules_nn  # noqa: F401
 from . import rules_reduce, rules_shape  # noqa: F401
+from . import complex_values, rules_linalg
 from ...passes.partition import value_reasons
 from .rules_control import has_host, plan
 from .segments import segmented
@@ -98,10 +99,28 @@ def dtype_problems(graph):
                 yield n, v, "backend 'mlx' has no float64 on the GPU (Metal)"
 
 
+def node_reasons(graph):
+    """{id(top-level node): reason} of the nodes (regions' included, charged to their
+    top-level node) MLX has no kernel for in this variant: linear algebra attributes
+    (rules_linalg.host_reason) and ops on complex64 (complex_values.host_reason)."""
+    bad = {}
+    for n in graph.nodes:
+        for m in n.walk():
+            why = rules_linalg.host_reason(m) or complex_values.host_reason(m)
+            if why is not None:
+                inner = "" if m is n else f" (inside {n.kind.name}" + \
+                    (f" at {m.src})" if m.src else ")")
+                bad.setdefault(id(n), why + inner)
+    return bad
+
+
 def host_reasons(graph, known):
     """{id(node): reason} of the top-level nodes whose values (or operands) have a dtype MLX
-    lacks here: they run on the host (placement.py)."""
+    lacks here, or that MLX has no kernel for (node_reasons): they run on the host
+    (placement.py)."""
     bad = value_reasons(graph, dtype_problems(graph))
+    for k, why in node_reasons(graph).items():
+        bad.setdefault(k, why)
     return {k: why for k, why in bad.items() if k not in known}
 
 

@@ -8,7 +8,7 @@ from ...ir.ops import OpKind as K
 from .mathfns import digamma, erfc, lgamma, population_count
 from .mathfns64 import cos64, erf64, erfc64, erfinv64, exp64, sigmoid64, sin64
 from .table import (HALF, SIGNED, TO_SIGNED, TO_UNSIGNED, UNSIGNED, bits, highest,
-                    is_float, lowest, mlx_rule, out_dtype, scalar, unsupported)
+                    is_float, is_inexact, lowest, mlx_rule, out_dtype, scalar, unsupported)
 
 
 @mlx_rule(K.Constant)
@@ -124,7 +124,7 @@ def _guard_int_div(x, y):
 
 
 def _div(x, y):
-    if is_float(x):
+    if is_inexact(x):
         return mx.divide(x, y)
     ys, zero, bad = _guard_int_div(x, y)
     q = mx.floor_divide(x, ys)
@@ -151,7 +151,7 @@ def _rem(x, y):
 
 
 def _pow(x, y):
-    if is_float(x):
+    if is_inexact(x):
         return mx.power(x, y)
     zero, one = scalar(0, x.dtype), scalar(1, x.dtype)
     p = mx.power(x, mx.maximum(y, zero))
@@ -243,6 +243,8 @@ def _cast(ctx, node, x):
         return x
     if dt == mx.bool_:
         return mx.not_equal(x, scalar(0, x.dtype))
+    if x.dtype == mx.complex64 and dt != mx.complex64:    # JAX: the real part
+        x = mx.real(x)
     if is_float(x) and (dt in SIGNED or dt in UNSIGNED):
         return _float_to_int(x, dt)
     return x.astype(dt)

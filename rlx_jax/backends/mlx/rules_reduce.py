@@ -6,8 +6,8 @@ import math
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
-from .table import (FLOATS, SIGNED, TO_SIGNED, batched_matmul, bits, full, highest, is_float,
-                    lowest, mlx_rule, out_dtype, scalar, unsupported)
+from .table import (FLOATS, INEXACT, SIGNED, TO_SIGNED, batched_matmul, bits, full, highest,
+                    is_float, lowest, mlx_rule, out_dtype, scalar, unsupported)
 
 
 def _bitwise_reduce(x, axes, fn):
@@ -174,7 +174,7 @@ def _dot_general(ctx, node, x, y):
     xt = group(x, [*lb, *lfree, *lc], lfree, lc)
     yt = group(y, [*rb, *rc, *rfree], rc, rfree)
     dt = out_dtype(node)
-    if dt in FLOATS:
+    if dt in INEXACT:
         out = mx.matmul(xt.astype(dt), yt.astype(dt))
     else:
         b = math.prod(bshape)
@@ -185,7 +185,7 @@ def _dot_general(ctx, node, x, y):
 @mlx_rule(K.MatMul)
 def _matmul(ctx, node, x, y):
     dt = out_dtype(node)
-    if dt in FLOATS and x.ndim >= 2 and y.ndim >= 2:
+    if dt in INEXACT and x.ndim >= 2 and y.ndim >= 2:
         return mx.matmul(x.astype(dt), y.astype(dt))
     if x.ndim != y.ndim or x.ndim < 2:
         unsupported(node, "integer MatMul with operands of different rank")

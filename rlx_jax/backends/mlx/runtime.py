@@ -46,7 +46,7 @@ _PAIRS = [
     (np.bool_, mx.bool_), (np.int8, mx.int8), (np.int16, mx.int16), (np.int32, mx.int32),
     (np.int64, mx.int64), (np.uint8, mx.uint8), (np.uint16, mx.uint16),
     (np.uint32, mx.uint32), (np.uint64, mx.uint64), (np.float16, mx.float16),
-    (np.float32, mx.float32), (np.float64, mx.float64),
+    (np.float32, mx.float32), (np.float64, mx.float64), (np.complex64, mx.complex64),
 ]
 NP_TO_MX = {np.dtype(n): m for n, m in _PAIRS}
 if _BF16 is not None:
@@ -67,7 +67,7 @@ def to_mx_dtype(dtype, what="value"):
     dt = np.dtype(dtype)
     if dt not in NP_TO_MX:
         raise LoweringError(f"backend 'mlx' does not support dtype {dt.name} ({what}); "
-                            f"use float32/float16/bfloat16/int/uint/bool")
+                            f"use float32/float16/bfloat16/complex64/int/uint/bool")
     return NP_TO_MX[dt]
 
 

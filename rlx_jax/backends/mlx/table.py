@@ -10,6 +10,7 @@ MLX_RULES, mlx_rule = rule_table("MLX_RULES")
 
 HALF = (mx.float16, mx.bfloat16)
 FLOATS = (mx.float16, mx.bfloat16, mx.float32, mx.float64)
+INEXACT = FLOATS + (mx.complex64,)      # what mx.matmul and true division take
 UNSIGNED = {mx.uint8: 8, mx.uint16: 16, mx.uint32: 32, mx.uint64: 64}
 SIGNED = {mx.int8: 8, mx.int16: 16, mx.int32: 32, mx.int64: 64}
 TO_UNSIGNED = {mx.int8: mx.uint8, mx.int16: mx.uint16, mx.int32: mx.uint32,
@@ -22,6 +23,11 @@ TO_SIGNED = {mx.uint8: mx.int8, mx.uint16: mx.int16, mx.uint32: mx.int32,
 
 def is_float(x):
     return x.dtype in FLOATS
+
+
+def is_inexact(x):
+    """float or complex64."""
+    return x.dtype in INEXACT
 
 
 def out_dtype(node, i=0):
@@ -73,7 +79,7 @@ def unsupported(node, what):
 def batched_matmul(x, y, dt):
     """[B, M, K] x [B, K, N] -> [B, M, N] in dtype dt (integers by broadcast-multiply-sum;
     booleans as any-of-and). The contraction of DotGeneral, MatMul and the patches form of Conv."""
-    if dt in FLOATS:
+    if dt in INEXACT:
         return mx.matmul(x.astype(dt), y.astype(dt))
     if dt == mx.bool_:
         return mx.any(mx.logical_and(x[..., None], y[:, None]), axis=2)

@@ -1,0 +1,177 @@
+"""Linear algebra (ops.LINALG) on MLX: mx.linalg on the CPU stream (MLX has no GPU kernels for
+them and refuses the default stream), with JAX's conventions, over any leading batch dims.
+
+Inside `mx.compile` (measured, mlx 0.32.4, Linux CPU): cholesky, qr, svd (with and without
+vectors), eigh, eig, eigvals, lu, lu_factor, solve_triangular and the mx.fft functions all
+trace and run compiled, with the same values as eagerly, so graphs holding them are compiled
+whole like any other; nothing is cut into segments for them. (With Metal, the default device
+is the GPU and these ops still run on the CPU stream inside the compiled graph; MLX
+synchronises the two streams itself.)
+
+Conventions, checked against JAX on the CPU (LAPACK):
+- Cholesky: the lower factor, upper triangle zero; a matrix that is not positive definite
+  gives all NaN as JAX's potrf wrapper does (MLX leaves potrf's partial result: a failed
+  pivot shows as a diagonal entry that is not > 0).
+- Lu: mx.linalg.lu_factor's LU and 0-based getrf pivots equal JAX's; the permutation is the
+  inverse (argsort) of mx.linalg.lu's row order (one more factorization, evaluated only when
+  the permutation is used: MLX is lazy). LuPivotsToPermutation applies the pivots' row swaps
+  one step at a time with gathers and scatters (elementwise ops here would be fused into
+  kernels that take g++ minutes to build; measured 45 s for 64 swaps).
+- TriangularSolve: only the `lower` triangle of `a` is read (the other may hold anything, as
+  the packed LU JAX passes), unit_diagonal replaces the diagonal by ones, transpose_a /
+  left_side=False are solved as the transposed systems; mx.linalg.solve_triangular.
+- Qr: reduced from mx.linalg.qr; full_matrices for a tall matrix from the QR of [a | I]:
+  the first n reflectors are a's own, so q's first n columns and r are a's factors and the
+  other columns complete q to an orthogonal matrix (that completion is not unique).
+- Svd / Eigh / Eig: mx.linalg.svd (full U and V, cut for full_matrices=False; s only for
+  compute_uv=False), eigh (ascending, `lower` picks UPLO), eig / eigvals (right vectors).
+  Singular and eigen vectors are unique only up to sign (phase), so they are checked as JAX's
+  own tests check them: reconstruction, orthogonality, sorted eigenvalues.
+Variants MLX has no kernel for (pivoted QR, left eigenvectors, subset_by_index, a chosen
+`algorithm`, complex inputs where mx.linalg takes only real ones) are sent to the host by
+`host_reason` (lower.host_reasons).
+"""
+import mlx.core as mx
+
+from ...ir.ops import OpKind as K
+from .table import mlx_rule, out_dtype
+
+CPU = mx.cpu
+COMPLEX = mx.complex64
+REAL_ONLY = {K.Cholesky: "mx.linalg.cholesky", K.TriangularSolve: "mx.linalg.solve_triangular",
+             K.Lu: "mx.linalg.lu_factor", K.Qr: "mx.linalg.qr"}
+
+
+def host_reason(node):
+    """Why MLX cannot run this linear-algebra node natively (None: it can)."""
+    a, k = node.attrs, node.kind
+    if k in REAL_ONLY and any(v.dtype.kind == "c" for v in node.inputs):
+        return f"{k.name} of {node.inputs[0].dtype.name}: {REAL_ONLY[k]} takes float32 only"
+    if k in (K.Cholesky, K.TriangularSolve, K.Lu, K.Qr, K.Svd, K.Eigh, K.Eig) and any(
+            v.dtype.kind == "f" and v.dtype.itemsize < 4 for v in node.inputs):
+        return f"{k.name} of {node.inputs[0].dtype.name}: mx.linalg takes float32 only"
+    if k is K.Qr and a.get("pivoting"):
+        return "Qr with pivoting=True: MLX has no column-pivoted QR"
+    if k in (K.Svd, K.Eigh) and a.get("subset_by_index") is not None:
+        return f"{k.name} with subset_by_index={a['subset_by_index']}: MLX computes all of them"
+    if k in (K.Svd, K.Eigh) and a.get("algorithm") is not None:
+        return f"{k.name} with algorithm={a['algorithm']}: MLX has one algorithm"
+    if k is K.Eig and a.get("compute_left_eigenvectors"):
+        return "Eig with compute_left_eigenvectors=True: mx.linalg.eig gives right ones only"
+    if k is K.Eig and a.get("implementation") is not None:
+        return f"Eig with implementation={a['implementation']}: MLX has one implementation"
+    return None
+
+
+def _eye(n, like):
+    return mx.broadcast_to(mx.eye(n, dtype=like.dtype), (*like.shape[:-2], n, n))
+
+
+@mlx_rule(K.Cholesky)
+def _cholesky(ctx, node, a):
+    lo = mx.linalg.cholesky(a, stream=CPU)
+    ok = mx.all(mx.diagonal(lo, axis1=-2, axis2=-1) > 0, axis=-1, keepdims=True)[..., None]
+    return mx.where(ok, lo, mx.array(float("nan"), dtype=lo.dtype))
+
+
+@mlx_rule(K.TriangularSolve)
+def _triangular_solve(ctx, node, a, b):
+    at = node.attrs
+    lower = at["lower"]
+    a = mx.tril(a) if lower else mx.triu(a)
+    if at["unit_diagonal"]:
+        n = a.shape[-1]
+        eye = _eye(n, a)
+        a = a * (1 - eye) + eye
+    if at["transpose_a"]:
+        a, lower = mx.swapaxes(a, -1, -2), not lower
+    if at["left_side"]:                          # op(a) x = b
+        return mx.linalg.solve_triangular(a, b, upper=not lower, stream=CPU)
+    # x op(a) = b  <=>  op(a)^T x^T = b^T
+    xt = mx.linalg.solve_triangular(mx.swapaxes(a, -1, -2), mx.swapaxes(b, -1, -2),
+                                    upper=lower, stream=CPU)
+    return mx.swapaxes(xt, -1, -2)
+
+
+@mlx_rule(K.Lu)
+def _lu(ctx, node, a):
+    lu, pivots = mx.linalg.lu_factor(a, stream=CPU)
+    rows = mx.linalg.lu(a, stream=CPU)[0]                 # a = rows-permuted L U
+    perm = mx.argsort(rows, axis=-1)
+    return lu, pivots.astype(out_dtype(node, 1)), perm.astype(out_dtype(node, 2))
+
+
+def pivots_to_permutation(pivots, size):
+    """The row order that getrf's swaps (row i <-> row pivots[i], in turn) make of range(size)."""
+    pivots = pivots.astype(mx.int32)
+    perm = mx.broadcast_to(mx.arange(size, dtype=mx.int32), (*pivots.shape[:-1], size))
+    for i in range(pivots.shape[-1]):
+        j = pivots[..., i:i + 1]
+        pj = mx.take_along_axis(perm, j, axis=-1)
+        perm = mx.put_along_axis(perm, j, perm[..., i:i + 1], axis=-1)
+        perm = mx.concatenate([perm[..., :i], pj, perm[..., i + 1:]], axis=-1)
+    return perm
+
+
+@mlx_rule(K.LuPivotsToPermutation)
+def _lu_pivots_to_permutation(ctx, node, pivots):
+    return pivots_to_permutation(pivots, node.attrs["permutation_size"]).astype(out_dtype(node))
+
+
+@mlx_rule(K.Qr)
+def _qr(ctx, node, a):
+    m, n = a.shape[-2:]
+    if node.attrs["full_matrices"] and m > n:
+        q, r = mx.linalg.qr(mx.concatenate([a, _eye(m, a)], axis=-1), stream=CPU)
+        return q, r[..., :n]
+    return tuple(mx.linalg.qr(a, stream=CPU))
+
+
+@mlx_rule(K.Svd)
+def _svd(ctx, node, a):
+    if not node.attrs["compute_uv"]:
+        return mx.linalg.svd(a, compute_uv=False, stream=CPU)
+    u, s, vt = mx.linalg.svd(a, stream=CPU)
+    if not node.attrs["full_matrices"]:
+        k = min(a.shape[-2:])
+        u, vt = u[..., :k], vt[..., :k, :]
+    return s, u, vt
+
+
+@mlx_rule(K.Eigh)
+def _eigh(ctx, node, a):
+    w, v = mx.linalg.eigh(a, UPLO="L" if node.attrs["lower"] else "U", stream=CPU)
+    return v, w
+
+
+@mlx_rule(K.Eig)
+def _eig(ctx, node, a):
+    if not node.attrs["compute_right_eigenvectors"]:
+        return mx.linalg.eigvals(a, stream=CPU)
+    w, v = mx.linalg.eig(a, stream=CPU)
+    return w, v
+
+
+# ---- FFTs and complex parts (ops.SPECTRAL) ----
+FFTS = {"fft": mx.fft.fftn, "ifft": mx.fft.ifftn, "rfft": mx.fft.rfftn, "irfft": mx.fft.irfftn}
+
+
+@mlx_rule(K.Fft)
+def _fft(ctx, node, x):
+    """Over the last len(fft_lengths) axes with those lengths (irfft: its output's)."""
+    lengths = list(node.attrs["fft_lengths"])
+    axes = list(range(-len(lengths), 0))
+    return FFTS[node.attrs["fft_type"]](x, s=lengths, axes=axes).astype(out_dtype(node))
+
+
+@mlx_rule(K.Complex)
+def _complex(ctx, node, x, y):
+    """x + i y built from the two float32 parts' bits (x + 1j * y would turn an infinite y
+    into a NaN real part)."""
+    x, y = mx.broadcast_arrays(x.astype(mx.float32), y.astype(mx.float32))
+    return mx.stack([x, y], axis=-1).view(COMPLEX).squeeze(-1)
+
+
+mlx_rule(K.Real)(lambda ctx, node, x: mx.real(x) if x.dtype == COMPLEX else x)
+mlx_rule(K.Imag)(lambda ctx, node, x: mx.imag(x) if x.dtype == COMPLEX else mx.zeros_like(x))
+mlx_rule(K.Conjugate)(lambda ctx, node, x: mx.conj(x.astype(COMPLEX)))
