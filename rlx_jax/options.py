@@ -1,7 +1,10 @@
 """Options of `rlx_jax.jit`, checked when `jit` is called, the same way for every backend.
 
 Common options (every backend): `output` (what results are: "jax" arrays, the default,
-"numpy" arrays, or the backend's "native" arrays), `native_backward`, and `fallback` ("host",
+"numpy" arrays, or the backend's "native" arrays), `native_backward`, `recognize` (True, the
+default: formulas of jax.nn / flax / optax and their gradients become RLX's high-level and
+backward kinds, passes/recognize.py; False: the traced graph is legalized as it is), and
+`fallback` ("host",
 the default: what the backend cannot run runs on the host in reported segments; "error":
 refuse the program, naming every such op). Each backend adds
 its own names (`Backend.options`) and may check their values (`Backend.check_options`, which
@@ -16,9 +19,10 @@ COMMON = {
     "output": lambda v: v in OUTPUTS,
     "native_backward": lambda v: isinstance(v, bool),
     "fallback": lambda v: v in FALLBACKS,
+    "recognize": lambda v: isinstance(v, bool),
 }
 COMMON_DOC = {"output": f"one of {list(OUTPUTS)}", "native_backward": "True or False",
-              "fallback": f"one of {list(FALLBACKS)}"}
+              "fallback": f"one of {list(FALLBACKS)}", "recognize": "True or False"}
 DEFAULT_OUTPUT = "jax"
 
 
