@@ -67,6 +67,7 @@ class Reference:
             return None
         return graph_from_jaxpr(closed, name=self.name, host=False)
 
+    @functools.lru_cache(maxsize=None)
     def template(self, rank):
         ex = self.example(rank)
         return self.graph(tuple((tuple(ex[n][0]), np.dtype(ex[n][1])) for n in self.inputs),
@@ -209,15 +210,16 @@ class Matcher:
                     return res
         return None
 
-    def root(self, p, u, stop):
-        """Matches pattern root `p` at user value `u`; returns (env, the user terms left over)."""
+    def root(self, p, u, stop, pterms=None, uterms=None):
+        """Matches pattern root `p` at user value `u`; returns (env, the user terms left over).
+        pterms, uterms: the terms of p and u when they are sums, if known."""
         if not _is_sum(p):
             env = self.value(p, u, {})
             return (env, []) if env is not None else None
         if not _is_sum(u):
             return None
-        ut = terms(u, stop)
-        got = self.sum(terms(p), ut, {})
+        ut = uterms if uterms is not None else terms(u, stop)
+        got = self.sum(pterms if pterms is not None else terms(p), ut, {})
         if got is None:
             return None
         env, used = got
@@ -237,16 +239,23 @@ def variables(graph, params):
     return out
 
 
-def match(pattern, u, stop):
+@functools.lru_cache(maxsize=None)
+def _loose(pattern, rank):
+    """(template root, its matcher, its sum's terms or None) of `pattern` at `rank`."""
+    t = pattern.ref.template(rank)
+    p = t.outputs[pattern.out]
+    return p, Matcher(False, variables(t, pattern.ref.params)), terms(p) if _is_sum(p) else None
+
+
+def match(pattern, u, stop, uterms=None):
     """(bound inputs {name: user value}, params {name: value}, leftover terms) when `pattern`
-    matches exactly at user value `u`, else None."""
+    matches exactly at user value `u`, else None. `uterms`: terms(u, stop), if known."""
     ref = pattern.ref
     for rank in ref.ranks:
-        t = ref.template(rank)
-        p = t.outputs[pattern.out]
+        p, loose, pterms = _loose(pattern, rank)
         if signature(p) != signature(u):
             continue
-        got = Matcher(False, variables(t, ref.params)).root(p, u, stop)
+        got = loose.root(p, u, stop, pterms, uterms)
         if got is None:
             continue
         env = got[0]
@@ -259,8 +268,8 @@ def match(pattern, u, stop):
         if types is None:
             continue
         g = ref.graph(types, tuple(sorted(params.items())))
-        exact = g and Matcher(True).root(g.outputs[pattern.out], u, stop)
-        if exact is None:
+        exact = g and Matcher(True).root(g.outputs[pattern.out], u, stop, uterms=uterms)
+        if exact is None or exact is False:
             continue
         env, rest = exact
         bound = {n: env[("in", i)] for i, n in enumerate(ref.inputs) if ("in", i) in env}

@@ -23,7 +23,7 @@ from ..ir.reference import gather_dimension_numbers
 from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
 from .pattern_table import PATTERNS
-from .patterns import match, signature
+from .patterns import match, signature, terms
 
 RECOGNIZERS, recognizer = rule_table("RECOGNIZERS")
 
@@ -45,6 +45,9 @@ def recognize(graph, patterns=True):
         return b.add(kind, operands, attrs)
     new, fired = rewrite(graph, replace, "recognising")
     return dce(new).verify() if fired else graph
+
+
+SUM = (K.Binary, "add")
 
 
 def _present(graph):
@@ -72,8 +75,10 @@ def recognize_patterns(graph, table=PATTERNS):
     def replace(b, n, ins):
         if len(n.outputs) != 1:
             return None
-        for p in by_root.get(signature(n.out), ()):
-            got = match(p, n.out, fired)
+        cands = by_root.get(signature(n.out), ())
+        uterms = terms(n.out, fired) if cands and signature(n.out) == SUM else None
+        for p in cands:
+            got = match(p, n.out, fired, uterms)
             if got is None:
                 continue
             bound, params, rest = got
