@@ -3,7 +3,8 @@ side in one run: a flax LM (embedding, LayerNorm, causal MultiHeadDotProductAtte
 optax softmax cross-entropy with integer labels) trained by one optax Adam step.
 
 Printed (never asserted): IR ops after legalization, MIL ops and compile time (trace +
-recognition + legalization + MIL build + ct.convert) on Core ML, and the MLX step-time ratio
+recognition + legalization + MIL build + ct.convert; the second of two compiles, so the
+one-time tracing of the pattern templates, about 0.6 s a process, is not in it) on Core ML, and the MLX step-time ratio
 measured interleaved (`output="native"`, so result conversion is not timed). On Linux Core ML
 programs run on the MIL reference executor, so only Core ML's op counts and compile times are
 reported. The issue's goals: >= 35% fewer MIL ops, MLX step <= 0.8x.
@@ -57,10 +58,13 @@ def make(batch, seq, dim, heads, vocab, layers, seed=0):
 
 
 def compile_one(step, args, backend, rec, **options):
-    t0 = time.perf_counter()
-    lowered = rlx_jax.jit(step, backend=backend, recognize=rec, **options).lower(*args)
-    compiled = lowered.compile()
-    seconds = time.perf_counter() - t0
+    seconds = []
+    for _ in range(2):    # the second compile: templates traced and process warmed once
+        t0 = time.perf_counter()
+        lowered = rlx_jax.jit(step, backend=backend, recognize=rec, **options).lower(*args)
+        compiled = lowered.compile()
+        seconds.append(time.perf_counter() - t0)
+    seconds = seconds[-1]
     ir = lowered.op_counts()
     return dict(compiled=compiled, seconds=seconds, ir=sum(ir.values()),
                 backend=sum(lowered.op_counts(level="backend").values()),
