@@ -4,11 +4,10 @@ Common options (every backend): `output` (what results are: "jax" arrays, the de
 "numpy" arrays, or the backend's "native" arrays), `native_backward`, `recognize` (True, the
 default: formulas of jax.nn / flax / optax and their gradients become RLX's high-level and
 backward kinds, passes/recognize.py; False: the traced graph is legalized as it is), and
-`fallback` ("host",
-the default: what the backend cannot run runs on the host in reported segments; "error":
-refuse the program, naming every such op). Each backend adds
-its own names (`Backend.options`) and may check their values (`Backend.check_options`, which
-raises `BadArgumentError`). With `backend="auto"` only the common options are accepted: a
+`fallback` ("host", the default: what the backend cannot run runs on the host in reported
+segments; "error": refuse the program, naming every such op). Each backend adds its own names
+(`Backend.options`) and may check their values (`Backend.check_options`, which raises
+`BadArgumentError`). With `backend="auto"` only the common options are accepted: a
 backend's own option says which backend it is meant for, so name that backend.
 """
 from .errors import BadArgumentError
