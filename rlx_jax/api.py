@@ -304,7 +304,8 @@ class Jitted:
 
     def _lower(self, key, args, kwargs, traced=None):
         _, graph, out_tree, timings, keys = traced or self._trace(key, args, kwargs)
-        graph = recognize(graph)
+        if self.options.get("recognize", True):
+            graph = recognize(graph)
         t0 = time.perf_counter()
         placed = self._place(graph)
         timings["legalize"] = time.perf_counter() - t0

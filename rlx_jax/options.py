@@ -1,11 +1,13 @@
 """Options of `rlx_jax.jit`, checked when `jit` is called, the same way for every backend.
 
 Common options (every backend): `output` (what results are: "jax" arrays, the default,
-"numpy" arrays, or the backend's "native" arrays), `native_backward`, and `fallback` ("host",
-the default: what the backend cannot run runs on the host in reported segments; "error":
-refuse the program, naming every such op). Each backend adds
-its own names (`Backend.options`) and may check their values (`Backend.check_options`, which
-raises `BadArgumentError`). With `backend="auto"` only the common options are accepted: a
+"numpy" arrays, or the backend's "native" arrays), `native_backward`, `recognize` (True, the
+default: formulas of jax.nn / flax / optax and their gradients become RLX's high-level and
+backward kinds, passes/recognize.py; False: the traced graph is legalized as it is), and
+`fallback` ("host", the default: what the backend cannot run runs on the host in reported
+segments; "error": refuse the program, naming every such op). Each backend adds its own names
+(`Backend.options`) and may check their values (`Backend.check_options`, which raises
+`BadArgumentError`). With `backend="auto"` only the common options are accepted: a
 backend's own option says which backend it is meant for, so name that backend.
 
 jax.jit's keywords: `static_argnums` / `static_argnames` (jit's own arguments), `donate_argnums`,
@@ -35,13 +37,14 @@ COMMON = {
     "output": lambda v: v in OUTPUTS,
     "native_backward": lambda v: isinstance(v, bool),
     "fallback": lambda v: v in FALLBACKS,
+    "recognize": lambda v: isinstance(v, bool),
     "donate_argnums": _ints,
     "donate_argnames": _names,
     "keep_unused": lambda v: isinstance(v, bool),
     "inline": lambda v: isinstance(v, bool),
 }
 COMMON_DOC = {"output": f"one of {list(OUTPUTS)}", "native_backward": "True or False",
-              "fallback": f"one of {list(FALLBACKS)}",
+              "fallback": f"one of {list(FALLBACKS)}", "recognize": "True or False",
               "donate_argnums": "an int or a tuple of ints",
               "donate_argnames": "a str or a tuple of strs",
               "keep_unused": "True or False", "inline": "True or False"}

@@ -1,4 +1,6 @@
-"""Recognition of JAX's own autodiff output as RLX backward kinds (run on the traced graph).
+"""Recognition (run on the traced graph): high-level formulas and their JAX gradients as RLX's
+forward and backward kinds (generated patterns: passes/patterns.py, passes/pattern_table.py),
+then JAX's own autodiff output as RLX backward kinds:
 
   SelectAndScatterAdd[select_prim=ge] on a rank-4 operand        -> MaxPool2dBackward
   Conv(dy, Reverse(w)) transposing a conv w.r.t. its input        -> Conv2dBackwardInput
@@ -20,12 +22,17 @@ from ..ir.ops import OpKind as K
 from ..ir.reference import gather_dimension_numbers
 from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
+from .pattern_table import PATTERNS
+from .patterns import match, signature, terms
 
 RECOGNIZERS, recognizer = rule_table("RECOGNIZERS")
 
 
-def recognize(graph):
-    """Returns `graph` with recognised subgraphs replaced by backward kinds (see module doc)."""
+def recognize(graph, patterns=True):
+    """Returns `graph` with recognised subgraphs replaced by high-level and backward kinds
+    (see module doc); `patterns=False` skips the generated patterns."""
+    if patterns:
+        graph = recognize_patterns(graph)
     def replace(b, n, ins):
         rec = RECOGNIZERS.get(n.kind)
         cand = rec(n) if rec is not None else None
@@ -38,6 +45,53 @@ def recognize(graph):
         return b.add(kind, operands, attrs)
     new, fired = rewrite(graph, replace, "recognising")
     return dce(new).verify() if fired else graph
+
+
+SUM = (K.Binary, "add")
+
+
+def _present(graph):
+    """The (kind, fn) pairs of the graph's nodes, each also as (kind, None)."""
+    out = set()
+    for n in graph.walk():
+        out.update(((n.kind, n.attrs.get("fn")), (n.kind, None)))
+    return out
+
+
+def recognize_patterns(graph, table=PATTERNS):
+    """Replaces every exact match of a generated pattern (passes/patterns.py) by its kind."""
+    present = _present(graph)
+    by_root = {}
+    for p in table:
+        if p.ref.trigger <= present:
+            for rank in p.ref.ranks:
+                sig = signature(p.ref.template(rank).outputs[p.out])
+                if p not in by_root.setdefault(sig, []):
+                    by_root[sig].append(p)
+    if not by_root:
+        return graph
+    fired = set()
+
+    def replace(b, n, ins):
+        if len(n.outputs) != 1:
+            return None
+        cands = by_root.get(signature(n.out), ())
+        uterms = terms(n.out, fired) if cands and signature(n.out) == SUM else None
+        for p in cands:
+            got = match(p, n.out, fired, uterms)
+            if got is None:
+                continue
+            bound, params, rest = got
+            out = p.replace(b, {k: b.value_of(v) for k, v in bound.items()}, params, n.out)
+            if out is None:
+                continue
+            for t in reversed(rest):
+                out = b.binary("add", b.value_of(t), out)
+            fired.add(n)
+            return out
+        return None
+    new, count = rewrite(graph, replace, "recognising patterns")
+    return dce(new).verify() if count else graph
 
 
 # ---- exact structural comparison of a candidate's decomposition with the original ----

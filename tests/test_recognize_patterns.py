@@ -1,0 +1,242 @@
+"""Generated patterns (passes/patterns.py, passes/pattern_table.py): formulas written with
+jax.nn, flax and optax become RLX's high-level and backward kinds, exactly or not at all.
+
+Structural: the exact op counts of a small flax LM forward and Adam training step with and
+without recognition. Numerics: every recognised program equals JAX, forward and jax.grad, on
+every backend. Negatives: near-miss formulas keep their primitive ops."""
+import flax.linen as fnn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import rlx_jax
+from rlx_jax.errors import BadArgumentError
+from rlx_jax.passes.pattern_table import PATTERNS, R
+from rlx_jax.passes.recognize import recognize
+
+from .conftest import BACKENDS
+
+V, D, H, S, B = 17, 16, 2, 6, 2
+RNG = np.random.default_rng(0)
+
+
+class Block(fnn.Module):
+    @fnn.compact
+    def __call__(self, x, mask):
+        h = fnn.LayerNorm()(x)
+        x = x + fnn.MultiHeadDotProductAttention(num_heads=H)(h, h, mask=mask)
+        h = fnn.LayerNorm()(x)
+        return x + fnn.Dense(D)(jax.nn.gelu(fnn.Dense(4 * D)(h)))
+
+
+class LM(fnn.Module):
+    @fnn.compact
+    def __call__(self, tokens):
+        x = fnn.Embed(V, D)(tokens)
+        x = Block()(x, fnn.make_causal_mask(tokens))
+        return fnn.Dense(V)(fnn.LayerNorm()(x))
+
+
+MODEL = LM()
+TOKENS = RNG.integers(0, V, (B, S)).astype(np.int32)
+LABELS = RNG.integers(0, V, (B, S)).astype(np.int32)
+PARAMS = MODEL.init(jax.random.PRNGKey(0), TOKENS)
+OPT = optax.adam(1e-3)
+STATE = OPT.init(PARAMS)
+
+
+def lm_forward(params, tokens):
+    return MODEL.apply(params, tokens)
+
+
+def lm_loss(params, tokens, labels):
+    logits = MODEL.apply(params, tokens)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+def lm_step(params, state, tokens, labels):
+    loss, grads = jax.value_and_grad(lm_loss)(params, tokens, labels)
+    updates, state = OPT.update(grads, state, params)
+    return optax.apply_updates(params, updates), state, loss
+
+
+FWD_BASE = {"Activation": 13, "Binary": 47, "Cast": 1, "Compare": 3, "DotGeneral": 9,
+            "Expand": 15, "Gather": 1, "Iota": 1, "Reduce": 8, "Reshape": 13, "Transpose": 1,
+            "Where": 2}
+FWD_REC = {"Activation": 1, "Attention": 1, "Binary": 10, "Cast": 1, "Compare": 3,
+           "DotGeneral": 7, "Expand": 5, "Gather": 1, "Iota": 1, "LayerNorm": 3, "Reshape": 7,
+           "Where": 1}
+STEP_BASE = {"Activation": 91, "Binary": 414, "Cast": 3, "Compare": 13, "DotGeneral": 27,
+             "Expand": 45, "Gather": 3, "Iota": 1, "Reduce": 38, "Reshape": 47, "ScatterAdd": 3,
+             "Transpose": 12, "Where": 15}
+STEP_KINDS = {"Attention": 1, "AttentionBackward": 1, "LayerNorm": 3,
+              "LayerNormBackwardGamma": 3, "LayerNormBackwardInput": 3,
+              "SoftmaxCrossEntropyBackward": 1, "SoftmaxCrossEntropyWithLogits": 1}
+STEP_REC = {  # MLX runs gelu's backward and the embedding's GatherBackward natively
+    "mlx": {**STEP_KINDS, "Activation": 64, "ActivationBackward": 1, "Binary": 294, "Cast": 3,
+            "Compare": 4, "DotGeneral": 21, "Expand": 6, "Gather": 1, "GatherBackward": 1,
+            "Iota": 1, "Reduce": 11, "Reshape": 35, "Transpose": 7, "Where": 2},
+    "coreml": {**STEP_KINDS, "Activation": 65, "Binary": 311, "Cast": 3, "Compare": 4,
+               "DotGeneral": 21, "Expand": 7, "Gather": 1, "Iota": 1, "Reduce": 11,
+               "Reshape": 34, "ScatterAdd": 1, "Transpose": 7, "Where": 2},
+}
+
+
+@pytest.mark.parametrize("backend", [b for b in ("mlx", "coreml") if b in BACKENDS])
+def test_lm_op_counts(backend):
+    """The flax LM's forward and Adam step: every LayerNorm, the attention, gelu's gradient and
+    the cross-entropy become kinds; recognize=False keeps the traced primitives."""
+    def counts(fn, args, rec):
+        return rlx_jax.jit(fn, backend=backend, recognize=rec).lower(*args).op_counts()
+    assert counts(lm_forward, (PARAMS, TOKENS), False) == FWD_BASE
+    assert counts(lm_forward, (PARAMS, TOKENS), True) == FWD_REC
+    step = (PARAMS, STATE, TOKENS, LABELS)
+    assert counts(lm_step, step, False) == STEP_BASE
+    assert counts(lm_step, step, True) == STEP_REC[backend]
+
+
+def test_recognize_option():
+    with pytest.raises(BadArgumentError, match="recognize"):
+        rlx_jax.jit(lm_forward, recognize="yes")
+
+
+# ---- numerics: each recognised formula equals JAX, forward and jax.grad, on every backend ----
+def _f(*shape):
+    return lambda r: r.standard_normal(shape).astype(np.float32)
+
+
+def _flax(module, *shapes):
+    """module.apply with parameters as arguments (so they get gradients too)."""
+    variables = module.init(jax.random.PRNGKey(1), *[np.ones(s, np.float32) for s in shapes])
+    leaves, tree = jax.tree.flatten(variables)
+    fn = lambda *a: module.apply(jax.tree.unflatten(tree, a[len(shapes):]), *a[:len(shapes)])  # noqa: E731
+    makers = [_f(*s) for s in shapes] + [
+        (lambda leaf: lambda r: (np.asarray(leaf) + r.uniform(-.5, .5, leaf.shape)).astype(
+            np.float32))(leaf) for leaf in leaves]
+    return fn, makers
+
+
+def _attention(mask):
+    def fn(q, k, v):
+        m = fnn.make_causal_mask(jnp.zeros(q.shape[:2])) if mask else None
+        return fnn.dot_product_attention(q, k, v, mask=m)
+    return fn, [_f(2, 5, 2, 4)] * 3
+
+
+def _sce(logits, labels_seed):
+    labels = np.random.RandomState(labels_seed).randint(0, 7, (2, 3)).astype(np.int32)
+    return (lambda lg: optax.softmax_cross_entropy_with_integer_labels(lg, labels),
+            [_f(2, 3, 7)])
+
+
+ATTN = {"Attention": 1, "AttentionBackward": 1}
+LN = {"LayerNorm": 1, "LayerNormBackwardInput": 1, "LayerNormBackwardGamma": 1}
+RMS = {"RmsNorm": 1, "RmsNormBackwardInput": 1, "RmsNormBackwardGamma": 1}
+CASES = {  # name: ((fn, argument makers), the kinds in the recognised gradient program)
+    "softmax": ((jax.nn.softmax, [_f(3, 4, 5)]), {"Softmax": 1}),
+    "softmax_2d": ((jax.nn.softmax, [_f(6, 9)]), {"Softmax": 1}),
+    "flax_layer_norm": (_flax(fnn.LayerNorm(), (3, 4, 8)), LN),
+    "flax_layer_norm_2pass": (_flax(fnn.LayerNorm(use_fast_variance=False, epsilon=1e-3),
+                                    (5, 8)), LN),
+    "flax_rms_norm": (_flax(fnn.RMSNorm(), (3, 4, 8)), RMS),
+    "jnp_rms_norm": ((lambda x, g: x * jax.lax.rsqrt(jnp.mean(x ** 2, -1, keepdims=True)
+                                                     + 1e-5) * g, [_f(3, 8), _f(8)]), RMS),
+    "optax_sce": (_sce(None, 3), {"SoftmaxCrossEntropyWithLogits": 1,
+                                  "SoftmaxCrossEntropyBackward": 1}),
+    "flax_attention": (_attention(False), ATTN),
+    "flax_attention_causal": (_attention(True), ATTN),
+    "gelu_tanh": ((jax.nn.gelu, [_f(4, 6)]), {"ActivationBackward": 1}),
+    "gelu_erf": ((lambda x: jax.nn.gelu(x, approximate=False), [_f(4, 6)]),
+                 {"ActivationBackward": 1}),
+    "silu": ((jax.nn.silu, [_f(4, 6)]), {"ActivationBackward": 1}),
+}
+
+
+def _args(makers):
+    r = np.random.default_rng(3)
+    return [m(r) for m in makers]
+
+
+def _loss(fn, args):
+    shape = jax.eval_shape(fn, *args).shape
+    w = np.random.RandomState(7).uniform(0.5, 1.5, shape).astype(np.float32)
+    return lambda *a: jnp.sum(fn(*a) * w)
+
+
+def _close(got, want, tol, what):
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=tol, rtol=tol,
+                                   err_msg=what)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_recognised_kinds(name):
+    (fn, makers), kinds = CASES[name]
+    args = _args(makers)
+    grad = jax.value_and_grad(_loss(fn, args), argnums=tuple(range(len(args))))
+    counts = rlx_jax.jit(grad, backend="xla").lower(*args).graph.op_counts()
+    assert {k: counts.get(k, 0) for k in kinds} == kinds, counts
+    plain = rlx_jax.jit(grad, backend="xla", recognize=False).lower(*args).graph.op_counts()
+    assert not set(plain) & set(kinds)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", CASES)
+def test_recognised_numerics(name, backend):
+    (fn, makers), _ = CASES[name]
+    args = _args(makers)
+    tol = 1e-5 if backend == "xla" else 1e-4
+    _close(rlx_jax.jit(fn, backend=backend)(*args), fn(*args), tol, "forward")
+    grad = jax.grad(_loss(fn, args), argnums=tuple(range(len(args))))
+    _close(rlx_jax.jit(grad, backend=backend)(*args), grad(*args), 10 * tol, "grad")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lm_loss_and_grads(backend):
+    vg = jax.value_and_grad(lm_loss)
+    _close(rlx_jax.jit(vg, backend=backend)(PARAMS, TOKENS, LABELS),
+           vg(PARAMS, TOKENS, LABELS), 2e-4, "loss and grads")
+
+
+# ---- negatives: near misses keep their primitive ops ----
+def _ln(x, var, eps_inside=True):
+    m = jnp.mean(x, -1, keepdims=True)
+    return (x - m) * jax.lax.rsqrt(var(x, m) + 1e-5) if eps_inside else \
+        (x - m) * jax.lax.rsqrt(var(x, m)) + 1e-5
+
+
+NEAR_MISSES = {
+    "softmax_without_max": lambda x: jnp.exp(x) / jnp.sum(jnp.exp(x), -1, keepdims=True),
+    "softmax_over_axis0": lambda x: jax.nn.softmax(x, axis=0),
+    "rms_eps_outside": lambda x: x * (jax.lax.rsqrt(jnp.mean(x ** 2, -1, keepdims=True))
+                                      + 1e-5),
+    "rms_mean_over_axis0": lambda x: x * jax.lax.rsqrt(jnp.mean(x ** 2, 0, keepdims=True)
+                                                       + 1e-5),
+    "layer_norm_unbiased_var": lambda x: _ln(x, lambda x, m: jnp.var(x, -1, keepdims=True,
+                                                                     ddof=1)),
+    "layer_norm_abs_var": lambda x: _ln(x, lambda x, m: jnp.mean(jnp.abs(x - m), -1,
+                                                                 keepdims=True)),
+    "gelu_other_constant": lambda x: 0.5 * x * (1 + jnp.tanh(0.8 * (x + 0.044715 * x ** 3))),
+}
+
+
+@pytest.mark.parametrize("name", NEAR_MISSES)
+def test_near_misses_are_not_rewritten(name):
+    fn = NEAR_MISSES[name]
+    x = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    for prog in (fn, jax.grad(_loss(fn, [x]))):
+        graph = rlx_jax.trace(prog, x)
+        assert recognize(graph).op_counts() == graph.op_counts()
+
+
+def test_every_pattern_has_its_trigger():
+    """A reference's trigger (the cheap test before its templates are traced) holds for its
+    own templates, so it never hides a match."""
+    for p in PATTERNS:
+        for rank in p.ref.ranks:
+            t = p.ref.template(rank)
+            present = {(n.kind, n.attrs.get("fn")) for n in t.walk()} | {
+                (n.kind, None) for n in t.walk()}
+            assert p.ref.trigger <= present, p.name
