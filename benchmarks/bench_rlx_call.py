@@ -14,15 +14,16 @@ Run: python benchmarks/bench_rlx_call.py [--backends mlx,coreml,xla] [--quick]
 """
 import argparse
 import os
-import statistics
 import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import rlx_jax
+
+from bench_backward import (  # noqa: E402  (benchmarks/ is on sys.path)
+    block_until_ready as ready, median_time)
 
 
 def tiny(x):
@@ -35,20 +36,6 @@ def mlp(x):
 
 
 WORKLOADS = {"tiny x*2+1 f32[16]": (tiny, (16,)), "mlp 2x tanh(x@w) f32[64,64]": (mlp, (64, 64))}
-
-
-def ready(out):
-    for leaf in jax.tree.leaves(out):
-        np.asarray(leaf)
-
-
-def median_time(fn, n):
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        ready(fn())
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def report(backend, name, fun, shape, runs, rounds):
