@@ -117,3 +117,21 @@ def test_inexact_patterns_do_not_fire(name):
     fn, args = NOT_RECOGNISED[name]
     graph = rlx_jax.trace(fn, *args)
     assert recognize(graph).op_counts() == graph.op_counts()
+
+
+def test_recognition_without_flax_or_optax_installed():
+    """The package needs neither flax nor optax (they are test extras): in a process where
+    both fail to import, rlx_jax imports and recognises the formulas that need neither."""
+    import subprocess
+    import sys
+    code = (
+        "import sys; sys.modules['flax'] = None; sys.modules['optax'] = None\n"
+        "import jax, jax.numpy as jnp, numpy as np, rlx_jax\n"
+        "f = lambda x, g: x * jax.lax.rsqrt(jnp.mean(x**2, -1, keepdims=True) + 1e-6) * g\n"
+        "x, g = np.ones((3, 5), np.float32), np.ones(5, np.float32)\n"
+        "print(rlx_jax.jit(f, backend='mlx').lower(x, g).op_counts())\n"
+        "print(rlx_jax.jit(jax.nn.softmax, backend='mlx').lower(x).op_counts())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["{'RmsNorm': 1}", "{'Softmax': 1}"], out.stdout

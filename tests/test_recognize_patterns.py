@@ -4,7 +4,6 @@ jax.nn, flax and optax become RLX's high-level and backward kinds, exactly or no
 Structural: the exact op counts of a small flax LM forward and Adam training step with and
 without recognition. Numerics: every recognised program equals JAX, forward and jax.grad, on
 every backend. Negatives: near-miss formulas keep their primitive ops."""
-import flax.linen as fnn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +16,8 @@ from rlx_jax.passes.pattern_table import PATTERNS, R
 from rlx_jax.passes.recognize import recognize
 
 from .conftest import BACKENDS
+
+fnn = pytest.importorskip("flax.linen")
 
 V, D, H, S, B = 17, 16, 2, 6, 2
 RNG = np.random.default_rng(0)

@@ -51,9 +51,8 @@ def _sce_fill(bound):
 
 # ---- the reference formulas ----
 def _flax_ln(fast):
-    import flax.linen as fnn
-
     def ln(x, g, b, *, eps):
+        import flax.linen as fnn
         m = fnn.LayerNorm(epsilon=eps, use_fast_variance=fast)
         return m.apply({"params": {"scale": g, "bias": b}}, x)
     return ln

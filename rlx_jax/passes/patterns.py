@@ -252,6 +252,8 @@ def match(pattern, u, stop, uterms=None):
     matches exactly at user value `u`, else None. `uterms`: terms(u, stop), if known."""
     ref = pattern.ref
     for rank in ref.ranks:
+        if ref.template(rank) is None:
+            continue
         p, loose, pterms = _loose(pattern, rank)
         if signature(p) != signature(u):
             continue

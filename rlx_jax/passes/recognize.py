@@ -65,7 +65,10 @@ def recognize_patterns(graph, table=PATTERNS):
     for p in table:
         if p.ref.trigger <= present:
             for rank in p.ref.ranks:
-                sig = signature(p.ref.template(rank).outputs[p.out])
+                template = p.ref.template(rank)
+                if template is None:      # e.g. the formula's library is not installed
+                    continue
+                sig = signature(template.outputs[p.out])
                 if p not in by_root.setdefault(sig, []):
                     by_root[sig].append(p)
     if not by_root:
