@@ -32,6 +32,10 @@ scatter-max split stack unstack sort top_k conv_general_dilated reduce_window_su
 reduce_window_max reduce_window_min reduce_window select_and_scatter_add select_and_gather_add
 empty2 reduce_precision
 """.split()
+# primitives of the newer supported JAX releases (older ones stage the same jnp calls with others)
+SINCE = {"stack": (0, 10), "unstack": (0, 10)}
+_JAX = tuple(int(p) for p in jax.__version__.split(".")[:2])
+REQUIRED = [p for p in REQUIRED if _JAX >= SINCE.get(p, (0, 0))]
 
 
 def _sub_jaxprs(value):

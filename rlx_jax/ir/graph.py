@@ -152,8 +152,9 @@ class Graph:
             return table[v.id]
         return name
 
-    def as_text(self, name=None, indent=""):
-        """jaxpr-like text, one node a line with its source line; regions as nested blocks."""
+    def as_text(self, name=None, indent="", src=True):
+        """jaxpr-like text, one node a line with its source line (unless `src` is False);
+        regions as nested blocks."""
         name = name or self.namer()
         ins = " ".join(f"{name(v)}:{v.type_str()}" for v in self.inputs)
         lines = [f"{{ lambda ; {ins} . let"]
@@ -161,11 +162,11 @@ class Graph:
             if n.kind is OpKind.Input:
                 continue
             line = f"{indent}    " + n.text(name)
-            if n.src:
+            if n.src and src:
                 line = f"{line:<64}  # {n.src}"
             lines.append(line)
             for i, r in enumerate(n.regions):
-                lines.append(f"{indent}      region {i} " + r.as_text(name, indent + "      "))
+                lines.append(f"{indent}      region {i} " + r.as_text(name, indent + "      ", src))
         lines.append(f"{indent}  in ({', '.join(name(v) for v in self.outputs)}) }}")
         return "\n".join(lines)
 

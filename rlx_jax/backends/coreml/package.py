@@ -113,7 +113,7 @@ def graph_hash(graph, options):
     import coremltools as ct
 
     h = hashlib.sha256()
-    h.update(graph.as_text().encode())
+    h.update(graph.as_text(src=False).encode())      # where the code is does not change it
     for v in graph.inputs + graph.outputs:
         h.update(v.type_str().encode())
     for n in graph.walk():             # regions' constants too
