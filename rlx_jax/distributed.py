@@ -47,6 +47,13 @@ def initialize(backend="any", strict=False):
     return _STATE["group"]
 
 
+def use(new_group):
+    """Makes `new_group` (an mx.distributed.Group, e.g. a `group().split(color)`) the group of
+    the programs compiled from now on; returns the previous one."""
+    old, _STATE["group"] = _STATE["group"], new_group
+    return old
+
+
 def is_initialized():
     return _STATE["group"] is not None
 
