@@ -48,18 +48,19 @@ def _free(port):
             return False
 
 
-def launch(n, out_dir):
-    """Runs the worker on n processes; returns [the npz of each rank]. The launch is killed
-    (its whole process group) when it runs past LAUNCH_TIMEOUT_S."""
+def launch(n, script, *argv):
+    """Runs ROOT/`script` on n processes; returns their output. The launch is killed (its
+    whole process group) when it runs past LAUNCH_TIMEOUT_S."""
     if not os.path.exists(LAUNCH):
         pytest.skip("mlx.launch is not installed")
     path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "PYTHONPATH": path, "JAX_PLATFORMS": "cpu",
-           # one kernel cache per launch size: launches running at once never share a lock
-           "RLX_JAX_CACHE_DIR": os.path.join(configured_root(), f"distributed-n{n}")}
+           # a kernel cache per script and size: launches running at once never share a lock
+           "RLX_JAX_CACHE_DIR": os.path.join(
+               configured_root(), f"distributed-{os.path.basename(script)[:-3]}-n{n}")}
     cmd = [LAUNCH, "--hosts", "127.0.0.1", "-n", str(n), "--backend", "ring",
-           "--starting-port", str(free_port(n)), sys.executable,
-           os.path.join(ROOT, "tests", "distributed_worker.py"), str(out_dir)]
+           "--starting-port", str(free_port(n)), sys.executable, os.path.join(ROOT, script),
+           *argv]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, cwd=ROOT, start_new_session=True)
     try:
@@ -72,7 +73,7 @@ def launch(n, out_dir):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-4000:]}"
-    return [dict(np.load(os.path.join(out_dir, f"rank{r}.npz"))) for r in range(n)]
+    return out
 
 
 def expected_collectives(n, r):
@@ -87,10 +88,17 @@ def expected_collectives(n, r):
 @pytest.mark.parametrize("n", [2, 4])
 def test_launch(n, tmp_path):
     """One launch of n processes (one per test: launches never share a kernel cache)."""
-    ranks = launch(n, tmp_path)
+    launch(n, os.path.join("tests", "distributed_worker.py"), str(tmp_path))
+    ranks = [dict(np.load(os.path.join(tmp_path, f"rank{r}.npz"))) for r in range(n)]
     check_collectives(ranks)
     check_data_parallel_sgd(ranks)
     check_errors_in_a_group(ranks)
+
+
+def test_example_data_parallel():
+    """examples/data_parallel.py on 2 processes (it checks itself against plain JAX)."""
+    out = launch(2, os.path.join("examples", "data_parallel.py"), "--steps", "5")
+    assert "2 process(es)" in out and out.strip().endswith("ok")
 
 
 def check_collectives(ranks):
