@@ -24,8 +24,15 @@ where hosts.json lists the machines, e.g. `[{"ssh": "mac1", "ips": ["10.0.0.1"]}
 {"ssh": "mac2", "ips": ["10.0.0.2"]}]` (see `mlx.distributed_config` to write one).
 
 Run without a launcher, `initialize()` gives a group of one process: the collectives then have
-their single-process meaning on every backend (psum is the identity, axis_index is 0). Groups of
-more than one process run only on backend="mlx"; "xla" and "coreml" refuse them.
+their single-process meaning on every backend (psum is the identity, axis_index is 0; Core ML
+claims no collective, so there they run in a host segment on the xla reference). Groups of more
+than one process run only on backend="mlx"; "xla" and "coreml" refuse them when compiling.
+
+On MLX the collectives stay inside the one mx.compile'd program (no split around them). The
+ranks of a launch build their compiled kernels into a cache directory each (mlx-rank<r> under
+the cache root): a rank's first call holds its build lock while it waits for the others in a
+collective. Two launches at once on one machine should use different RLX_JAX_CACHE_DIRs (rank r
+of each would share mlx-rank<r>).
 """
 import contextlib
 import os

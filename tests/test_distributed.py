@@ -125,8 +125,8 @@ def check_data_parallel_sgd(ranks):
 
 def check_errors_in_a_group(ranks):
     for got in ranks:
-        assert "LoweringError: backend 'xla' runs collectives only in a group of one" in \
-            str(got["e_xla"]) and 'use backend="mlx"' in str(got["e_xla"])
+        assert 'LoweringError: collectives over more than one process run only on ' \
+            'backend="mlx"' in str(got["e_xla"]) and "group of one" in str(got["e_xla"])
         assert "does not split into" in str(got["e_shard"])
 
 
@@ -203,3 +203,12 @@ def test_group_size_mismatch_is_refused(single):
     distributed.use(_Group(2))
     with pytest.raises(LoweringError, match="traced for 1 processes, but the group has 2"):
         lowered.compile()(jnp.ones(3))
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "mlx"])
+def test_other_backends_refuse_a_group_of_several(uninitialised, backend):
+    distributed.use(_Group(2))
+    f = rlx_jax.jit(lambda x: lax.psum(x, "batch"), backend=backend, axis_name="batch")
+    with pytest.raises(LoweringError, match=r'(?s)only on backend="mlx".*'
+                                            r'test_distributed.py:\d+.*group of one'):
+        f(jnp.ones(3))

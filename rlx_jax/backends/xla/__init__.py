@@ -21,14 +21,16 @@ def _run(ctx, node, *operands):
 XLA_RULES = {kind: _run for kind in (PRIMITIVE | CONTROL | HOST_ONLY) - {OpKind.Input}}  # interpret binds Inputs
 
 
-def refuse_collectives(graph, backend):
+def refuse_collectives(graph):
     """Raises LoweringError for a collective of `graph` over more than one process."""
     for n in graph.walk():
         if n.kind in COLLECTIVES and n.attrs["axis_size"] > 1:
             raise LoweringError(
-                f"backend '{backend}' runs collectives only in a group of one process; "
-                f"`{n.text()}`{where(n)} spans {n.attrs['axis_size']} processes of axis "
-                f"{n.attrs['axis_name']!r}: use backend=\"mlx\" (mx.distributed)")
+                f"collectives over more than one process run only on backend=\"mlx\" "
+                f"(mx.distributed): `{n.text()}`{where(n)} spans {n.attrs['axis_size']} "
+                f"processes of axis {n.attrs['axis_name']!r}. The xla reference (which also "
+                f"runs the host segments of other backends, Core ML's collectives among them) "
+                f"runs collectives only in a group of one process")
 
 
 def _to_numpy(outs):
@@ -57,7 +59,7 @@ class XlaBackend:
         return _to_numpy if output == "numpy" else None
 
     def lower(self, graph, **options):
-        refuse_collectives(graph, self.name)
+        refuse_collectives(graph)
 
         def run(*args):
             return interpret(graph, XLA_RULES, args, backend=self.name)
