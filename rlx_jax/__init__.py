@@ -7,6 +7,7 @@ from .frontend.trace import trace
 from .version import __version__
 from . import nn  # noqa: E402
 from . import testing  # noqa: E402
+from . import distributed  # noqa: E402
 
 __all__ = ["jit", "trace", "available_backends", "export_coreml", "errors", "nn", "testing",
-           "Jitted", "Lowered", "Compiled", "__version__"]
+           "distributed", "Jitted", "Lowered", "Compiled", "__version__"]

@@ -11,7 +11,7 @@ import time
 import jax
 
 from . import options as _options
-from . import interop, stages, transforms
+from . import distributed, interop, stages, transforms
 from .arguments import (TracedArgument, key_boundary, leaf_names, leaf_signature,
                         output_names, raise_unhashable)
 from .backends.base import all_backends, available_backends, get_backend
@@ -250,8 +250,9 @@ class Jitted:
         structs = [jax.ShapeDtypeStruct(s, prng.jax_dtype(d), weak_type=w) for s, d, w in sigs]
         self._check_signature(args, kwargs)
         t0 = time.perf_counter()
-        with transforms.tracing():
-            closed = jax.make_jaxpr(flat_fun)(*structs)
+        with transforms.tracing(), \
+                distributed.binding(self.__name__, self.options.get("axis_name")) as env:
+            closed = jax.make_jaxpr(flat_fun, axis_env=env)(*structs)
         transforms.refuse_closed_over_tracers(self.__name__, closed)
         t1 = time.perf_counter()
         graph = graph_from_jaxpr(closed, name=self.__name__,

@@ -5,7 +5,9 @@ Common options (every backend): `output` (what results are: "jax" arrays, the de
 default: formulas of jax.nn / flax / optax and their gradients become RLX's high-level and
 backward kinds, passes/recognize.py; False: the traced graph is legalized as it is), and
 `fallback` ("host", the default: what the backend cannot run runs on the host in reported
-segments; "error": refuse the program, naming every such op). Each backend adds its own names
+segments; "error": refuse the program, naming every such op), and `axis_name` (a str: the
+named axis of JAX's collectives, bound to the processes of rlx_jax.distributed, see
+distributed.py). Each backend adds its own names
 (`Backend.options`) and may check their values (`Backend.check_options`, which raises
 `BadArgumentError`). With `backend="auto"` only the common options are accepted: a
 backend's own option says which backend it is meant for, so name that backend.
@@ -42,12 +44,15 @@ COMMON = {
     "donate_argnames": _names,
     "keep_unused": lambda v: isinstance(v, bool),
     "inline": lambda v: isinstance(v, bool),
+    "axis_name": lambda v: v is None or isinstance(v, str),
 }
 COMMON_DOC = {"output": f"one of {list(OUTPUTS)}", "native_backward": "True or False",
               "fallback": f"one of {list(FALLBACKS)}", "recognize": "True or False",
               "donate_argnums": "an int or a tuple of ints",
               "donate_argnames": "a str or a tuple of strs",
-              "keep_unused": "True or False", "inline": "True or False"}
+              "keep_unused": "True or False", "inline": "True or False",
+              "axis_name": "None or one axis name (a str): the named axis spanning the "
+                           "processes of rlx_jax.distributed.initialize()"}
 JIT_KEYWORDS = ("backend", "static_argnums", "static_argnames")
 DEFAULT_OUTPUT = "jax"
 JAX_PLATFORMS = ("cpu", "gpu", "tpu", "cuda", "rocm", "metal")

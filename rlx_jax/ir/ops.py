@@ -221,6 +221,13 @@ class OpKind(enum.Enum):
     Complex = "Complex"
     Real = "Real"
     Imag = "Imag"
+    # collectives over the named axis of rlx_jax.jit(axis_name=...): the processes of an
+    # rlx_jax.distributed group (ir/reference_collectives.py)
+    AllReduce = "AllReduce"
+    AllGather = "AllGather"
+    ReduceScatter = "ReduceScatter"
+    AxisIndex = "AxisIndex"
+    Ppermute = "Ppermute"
     # a JAX primitive with no RLX kind yet, kept as it is: it runs as JAX, on the host
     HostPrimitive = "HostPrimitive"
 
@@ -232,8 +239,14 @@ EXTENSIONS = frozenset({
     OpKind.RandomSeed, OpKind.RandomWrap, OpKind.RandomUnwrap, OpKind.RandomBits,
     OpKind.RandomSplit, OpKind.RandomFoldIn, OpKind.RandomGamma, OpKind.ThreeFry2x32,
     OpKind.Lu, OpKind.LuPivotsToPermutation, OpKind.Eig, OpKind.Complex, OpKind.Real,
-    OpKind.Imag,
+    OpKind.Imag, OpKind.AllReduce, OpKind.AllGather, OpKind.ReduceScatter, OpKind.AxisIndex,
+    OpKind.Ppermute,
 })
+
+# Collectives (rlx_jax extensions): every one carries attrs axis_name and axis_size (the group
+# size the program was traced for); only MLX runs them on more than one process.
+COLLECTIVES = frozenset({OpKind.AllReduce, OpKind.AllGather, OpKind.ReduceScatter,
+                         OpKind.AxisIndex, OpKind.Ppermute})
 
 # JAX's randomness (rlx_jax extensions): the kinds on typed keys (dtype ir.prng.KEY), which
 # passes/keys.py rewrites to physical uint32 data for backends that do not claim them, and

@@ -14,6 +14,7 @@ from jax import lax
 from jax._src.lax import windowed_reductions as _wr
 
 from . import host, prng
+from .reference_collectives import COLLECTIVE_REFERENCE
 from .reference_linalg import LINALG_REFERENCE
 from .interpret import interpret, rule_table
 from .ops import OpKind as K
@@ -345,5 +346,5 @@ def threefry2x32(k1, k2, x1, x2):
 
 
 reference(K.HostPrimitive)(host.bind)
-for _kind, _ref in LINALG_REFERENCE.items():   # one loop over a literal table
+for _kind, _ref in {**LINALG_REFERENCE, **COLLECTIVE_REFERENCE}.items():  # literal tables
     reference(_kind)(_ref)

@@ -31,6 +31,9 @@ SUPPORTED_OPS = frozenset({
     # mx.fft; variants without an MLX kernel go to the host, rules_linalg.host_reason)
     K.Cholesky, K.TriangularSolve, K.Lu, K.LuPivotsToPermutation, K.Qr, K.Svd, K.Eigh, K.Eig,
     K.Fft, K.Complex, K.Real, K.Imag, K.Conjugate,
+    # collectives over the processes of rlx_jax.distributed (rules_collectives.py:
+    # mx.distributed inside the compiled program)
+    K.AllReduce, K.AllGather, K.ReduceScatter, K.AxisIndex, K.Ppermute,
 })
 
 # Backward kinds with a dedicated MLX lowering (kept by legalization when native backward is on).

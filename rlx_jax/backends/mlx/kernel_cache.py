@@ -16,7 +16,8 @@ to load is removed and the call retried once (`remove_unloadable`).
 
 Two processes building the same kernel would race (one loading the other's library while it is
 written), so builds hold a file lock in the cache directory; threads of one process hold
-_BUILD_LOCK, which also guards TMPDIR (process-global) while it points at the cache.
+_BUILD_LOCK, which also guards TMPDIR (process-global) while it points at the cache. The ranks
+of a distributed launch build into a directory each (kernel_root).
 """
 import contextlib
 import os
@@ -29,6 +30,7 @@ import time
 
 from absl import logging
 
+from ... import distributed
 from ...cache import cache_subdir, file_lock
 
 _BUILD_LOCK = threading.Lock()
@@ -40,7 +42,12 @@ _UNLOADABLE = re.compile(r"Could not load C\+\+ shared library (.+?\.so)(?::|$)"
 
 
 def kernel_root():
-    """<cache root>/mlx; MLX appends <version>/cpu below it."""
+    """<cache root>/mlx; MLX appends <version>/cpu below it. A process of a distributed group
+    (rlx_jax.distributed) of more than one builds into <cache root>/mlx-rank<r>: its first call
+    holds the build lock while it waits in the program's collectives for the other ranks, which
+    must not be waiting on that same lock."""
+    if distributed.is_initialized() and distributed.size() > 1:
+        return cache_subdir(f"mlx-rank{distributed.rank()}")
     return cache_subdir("mlx")
 
 

@@ -1,10 +1,13 @@
 """The reference backend: runs each primitive kind's reference semantics (ir/reference.py, JAX
-code) under jax.jit."""
+code) under jax.jit. Collectives (ops.COLLECTIVES) run only for a group of one process, where
+their reference is their meaning; over more processes they are refused (backend="mlx" runs
+them)."""
 import jax
 import numpy as np
 
-from ...ir.interpret import interpret
-from ...ir.ops import CONTROL, HOST_ONLY, PRIMITIVE, OpKind
+from ...errors import LoweringError
+from ...ir.interpret import interpret, where
+from ...ir.ops import COLLECTIVES, CONTROL, HOST_ONLY, PRIMITIVE, OpKind
 from ...ir.reference import evaluate
 from ..base import register_backend
 
@@ -16,6 +19,18 @@ def _run(ctx, node, *operands):
 # Every primitive kind lowers to its reference (control flow to lax.switch / while_loop / scan
 # over its regions); the high-level kinds are decomposed.
 XLA_RULES = {kind: _run for kind in (PRIMITIVE | CONTROL | HOST_ONLY) - {OpKind.Input}}  # interpret binds Inputs
+
+
+def refuse_collectives(graph):
+    """Raises LoweringError for a collective of `graph` over more than one process."""
+    for n in graph.walk():
+        if n.kind in COLLECTIVES and n.attrs["axis_size"] > 1:
+            raise LoweringError(
+                f"collectives over more than one process run only on backend=\"mlx\" "
+                f"(mx.distributed): `{n.text()}`{where(n)} spans {n.attrs['axis_size']} "
+                f"processes of axis {n.attrs['axis_name']!r}. The xla reference (which also "
+                f"runs the host segments of other backends, Core ML's collectives among them) "
+                f"runs collectives only in a group of one process")
 
 
 def _to_numpy(outs):
@@ -44,6 +59,8 @@ class XlaBackend:
         return _to_numpy if output == "numpy" else None
 
     def lower(self, graph, **options):
+        refuse_collectives(graph)
+
         def run(*args):
             return interpret(graph, XLA_RULES, args, backend=self.name)
         return jax.jit(run)

@@ -3,7 +3,7 @@
 One table, filled by the family modules below. UNSUPPORTED lists primitives that have no rule
 yet, each with the reason shown to users. Those in HOST_RUNNABLE are kept as they are
 (OpKind.HostPrimitive, ir/host.py) when jit's fallback is "host", so they run as JAX on the
-host; the others (another PRNG implementation's generator, collectives) are always refused.
+host; the others (another PRNG implementation's generator, all_to_all) are always refused.
 """
 from ...ir.interpret import rule_table
 
@@ -25,9 +25,10 @@ UNSUPPORTED = {
         "pure_callback", "debug_callback", "debug_print")},
     "io_callback": "io_callback orders its effects, which host segments do not keep; call it "
                    "outside rlx_jax.jit",
-    **{p: "collectives need a device mesh; rlx_jax runs on one device" for p in (
-        "psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "reduce_scatter",
-        "axis_index", "shard_map")},
+    "all_to_all": "all_to_all has no RLX kind yet (psum, pmax, pmin, all_gather, "
+                  "psum_scatter, axis_index and ppermute do: rlx_jax.jit(axis_name=...))",
+    "shard_map": "shard_map's mesh is JAX's devices; rlx_jax runs one program per process: "
+                 "use rlx_jax.jit(fn, axis_name=...) and rlx_jax.distributed",
 }
 
 HOST_RUNNABLE = frozenset(
@@ -38,6 +39,7 @@ HOST_RUNNABLE = frozenset(
 from . import elementwise, linalg, reduce, shape, index, conv, control, random  # noqa: E402,F401
 from . import decompositions  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
+from . import collectives  # noqa: E402,F401
 
 for _name in UNSUPPORTED:
     assert _name not in JAXPR_RULES, _name
