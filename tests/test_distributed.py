@@ -212,3 +212,22 @@ def test_other_backends_refuse_a_group_of_several(uninitialised, backend):
     with pytest.raises(LoweringError, match=r'(?s)only on backend="mlx".*'
                                             r'test_distributed.py:\d+.*group of one'):
         f(jnp.ones(3))
+
+
+def test_pmean_of_a_pytree_is_one_all_reduce_per_dtype(single):
+    """jax.lax.pmean of a gradient pytree stages one psum per leaf; the MLX program combines
+    the consecutive ones of a dtype into one AllReduce over the leaves concatenated
+    (passes/combine.py), and the leaves come back with their own shapes and values."""
+    from rlx_jax.passes.combine import combine_all_reduces
+    from rlx_jax.ir.ops import OpKind as K
+    g = {"a": np.ones(3, np.float32), "b": np.arange(4, dtype=np.float32).reshape(2, 2),
+         "c": np.arange(5, dtype=np.float32), "n": np.ones(2, np.int32)}
+    f = rlx_jax.jit(lambda g: lax.pmean(g, "batch"), backend="mlx", axis_name="batch")
+    graph = f.lower(g).legalized
+    assert [n.kind for n in graph.nodes].count(K.AllReduce) == 4
+    combined = combine_all_reduces(graph)
+    reduced = [n for n in combined.nodes if n.kind is K.AllReduce]
+    assert sorted((n.inputs[0].dtype.name, n.inputs[0].shape) for n in reduced) == [
+        ("float32", (12,)), ("int32", (2,))]
+    for k, v in f(g).items():
+        np.testing.assert_array_equal(np.asarray(v), np.asarray(g[k], np.float32))
