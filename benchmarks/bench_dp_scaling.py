@@ -26,36 +26,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCH_TIMEOUT_S = 600
 
 
-def init(rng, sizes):
-    import numpy as np
-    return [{"w": rng.normal(size=(a, b)).astype(np.float32) / np.sqrt(a),
-             "b": np.zeros(b, np.float32)} for a, b in zip(sizes[:-1], sizes[1:])]
-
-
-def loss_fn(params, batch):
-    import jax
-    import jax.numpy as jnp
-    x, y = batch
-    for layer in params[:-1]:
-        x = jax.nn.relu(x @ layer["w"] + layer["b"])
-    logits = x @ params[-1]["w"] + params[-1]["b"]
-    return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * y, axis=-1))
-
-
-def step(params, batch, lr=0.1, axis_name="batch"):
-    import jax
-    loss, g = jax.value_and_grad(loss_fn)(params, batch)
-    if axis_name is not None:
-        g, loss = jax.lax.pmean((g, loss), axis_name)
-    return jax.tree.map(lambda p, d: p - lr * d, params, g), loss
-
-
 def worker(args):
     """One process of a launch: times args.steps steps on its own batch of args.batch rows."""
     import mlx.core as mx
     import numpy as np
 
     import rlx_jax
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    from data_parallel import init, make_step      # the example's MLP and its step
+    step, local_step = make_step(0.1, "batch"), make_step(0.1, None)
     group = rlx_jax.distributed.initialize(backend="ring" if args.n > 1 else "any")
     rank = group.rank()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -65,8 +44,7 @@ def worker(args):
     y = np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], args.batch)]
     batch = (mx.array(x), mx.array(y))
     dp = rlx_jax.jit(step, backend="mlx", axis_name="batch", output="native")
-    local = rlx_jax.jit(lambda p, b: step(p, b, axis_name=None), backend="mlx",
-                        output="native")
+    local = rlx_jax.jit(local_step, backend="mlx", output="native")
     times, local_times, local_params = [], [], params
     for i in range(args.steps + 3):                     # 3 warm-up steps: build, connections
         t0 = time.perf_counter()
