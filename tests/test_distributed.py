@@ -86,7 +86,9 @@ def expected_collectives(n, r):
             "shift": xs[(r - 1) % n], "grad_psum": 2 * xs[r] * n}
 
 
-@pytest.mark.parametrize("n", [2, 4])
+# 4 processes on a 2-core machine build and run slowly (42 s on a cold kernel cache): the
+# slow step; 2 processes run in the default suite.
+@pytest.mark.parametrize("n", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_launch(n, tmp_path):
     """One launch of n processes (one per test: launches never share a kernel cache)."""
     launch(n, os.path.join("tests", "distributed_worker.py"), str(tmp_path))
@@ -102,6 +104,7 @@ def test_example_data_parallel():
     assert "2 process(es)" in out and out.strip().endswith("ok")
 
 
+@pytest.mark.slow                # 69 s on a cold kernel cache, 11 s warm, on 2 cores
 def test_launch_transformer(tmp_path):
     """5 data-parallel SGD steps of a one-block transformer on 2 processes (4 sequences of 8
     tokens each) = 5 steps of plain JAX on the global batch of 8: parameters and losses to
