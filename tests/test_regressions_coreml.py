@@ -308,3 +308,18 @@ def test_transpose_through_rank6_is_lowered_at_rank3():
     assert [n.kind.name for n in body] == ["Reshape", "Transpose", "Reshape"]
     assert max(v.ndim for n in body for v in n.outputs) == 5
     assert body[1].attrs["perm"] == (1, 0, 2) and body[1].out.shape == (3, 2, 24)
+
+
+def _log_gelu(x):
+    return jnp.log(jax.nn.gelu(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_log_of_a_saturated_gelu_is_minus_inf(backend):
+    """Fuzz seed 100008: jax.nn.gelu (tanh form, recognised as Activation[gelu_tanh]) of
+    -5.566 is -0.0 in JAX, whose tanh saturates at -1 in float32; MIL's gelu op gave a tiny
+    negative value there, and its log NaN instead of -inf. Core ML now lowers jax.nn.gelu's
+    own formula."""
+    x = np.array([-5.566, -12.0, -3.0, 0.5, 2.0], np.float32)
+    check(_log_gelu, x, backend=backend, exact=False)
+    assert np.isneginf(np.asarray(run(_log_gelu, x, backend=backend))[:2]).all()

@@ -137,6 +137,16 @@ def _integer_pow(ctx, node, x, y):
     return acc
 
 
+def _gelu_tanh(ctx, x):
+    """x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), jax.nn.gelu's own formula in the
+    operand's precision: MIL's gelu(TANH_APPROXIMATION) rounds differently, so where tanh
+    saturates it gives a tiny negative value where JAX gives 0 (and a log of it NaN, not -inf)."""
+    mb = ctx.mb
+    inner = mb.add(x=x, y=mb.mul(x=ctx.like(0.044715, x), y=mb.mul(x=x, y=mb.mul(x=x, y=x))))
+    t = mb.tanh(x=mb.mul(x=ctx.like(np.sqrt(2 / np.pi), x), y=inner))
+    return mb.mul(x=x, y=mb.mul(x=ctx.like(0.5, x), y=mb.add(x=ctx.like(1, x), y=t)))
+
+
 COMPOSED_UNARY = {
     "neg": lambda ctx, n, x: ctx.mb.mul(x=x, y=ctx.like(-1, x)),
     "log": lambda ctx, n, x: ctx.mb.log(x=x, epsilon=ctx.like(0, x)),
@@ -154,7 +164,7 @@ COMPOSED_UNARY = {
     "asinh": lambda ctx, n, x: _asinh(ctx, x),
     "acosh": lambda ctx, n, x: _acosh(ctx, x),
     "gelu": lambda ctx, n, x: ctx.mb.gelu(x=x, mode="EXACT"),
-    "gelu_tanh": lambda ctx, n, x: ctx.mb.gelu(x=x, mode="TANH_APPROXIMATION"),
+    "gelu_tanh": lambda ctx, n, x: _gelu_tanh(ctx, x),
     "integer_pow": lambda ctx, n, x: _integer_pow(ctx, n, x, n.attrs["y"]),
 }
 INT_OK = {"abs", "sign", "square", "neg", "integer_pow", "not"}
