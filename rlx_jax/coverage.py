@@ -14,7 +14,7 @@ import importlib
 import os
 import sys
 
-from .ir.ops import BACKWARD, EXTENSIONS, FORWARD, KEY_KINDS, PRIMITIVE, OpKind
+from .ir.ops import BACKWARD, EXTENSIONS, FORWARD, KEY_KINDS, OPTIMIZER, PRIMITIVE, OpKind
 
 BACKEND_NAMES = ("xla", "mlx", "coreml")
 BEGIN, END = "<!-- primitives:begin -->", "<!-- primitives:end -->"
@@ -87,6 +87,8 @@ def _group(kind):
         return "high-level forward"
     if kind in BACKWARD:
         return "backward"
+    if kind in OPTIMIZER:
+        return "optimizer update (rlx_jax extension)"
     return "other"
 
 

@@ -228,6 +228,8 @@ class OpKind(enum.Enum):
     ReduceScatter = "ReduceScatter"
     AxisIndex = "AxisIndex"
     Ppermute = "Ppermute"
+    # optax's Adam step over a group of parameter leaves (ir/reference_optim.py)
+    AdamUpdate = "AdamUpdate"
     # a JAX primitive with no RLX kind yet, kept as it is: it runs as JAX, on the host
     HostPrimitive = "HostPrimitive"
 
@@ -264,6 +266,11 @@ LINALG = frozenset({
     OpKind.Qr, OpKind.Svd, OpKind.Eigh, OpKind.Eig,
 })
 SPECTRAL = frozenset({OpKind.Fft, OpKind.Complex, OpKind.Real, OpKind.Imag, OpKind.Conjugate})
+
+# Optimizer updates (rlx_jax extensions, not emitted by the frontend): recognised from optax's
+# update formulas (passes/recognize_optim.py), one node per group of leaves sharing a step count
+# and hyperparameters; semantics in ir/reference_optim.py.
+OPTIMIZER = frozenset({OpKind.AdamUpdate})
 
 # The kinds the jaxpr frontend emits and the reference backend lowers (the primitive IR).
 PRIMITIVE = frozenset({

@@ -16,6 +16,7 @@ from jax._src.lax import windowed_reductions as _wr
 from . import host, prng
 from .reference_collectives import COLLECTIVE_REFERENCE
 from .reference_linalg import LINALG_REFERENCE
+from .reference_optim import OPTIM_REFERENCE
 from .interpret import interpret, rule_table
 from .ops import OpKind as K
 
@@ -346,5 +347,6 @@ def threefry2x32(k1, k2, x1, x2):
 
 
 reference(K.HostPrimitive)(host.bind)
-for _kind, _ref in {**LINALG_REFERENCE, **COLLECTIVE_REFERENCE}.items():  # literal tables
+_TABLES = {**LINALG_REFERENCE, **COLLECTIVE_REFERENCE, **OPTIM_REFERENCE}   # literal tables
+for _kind, _ref in _TABLES.items():
     reference(_kind)(_ref)

@@ -1,6 +1,7 @@
 """Recognition (run on the traced graph): high-level formulas and their JAX gradients as RLX's
 forward and backward kinds (generated patterns: passes/patterns.py, passes/pattern_table.py),
-then JAX's own autodiff output as RLX backward kinds:
+optax's Adam step as AdamUpdate (passes/recognize_optim.py), then JAX's own autodiff output as
+RLX backward kinds:
 
   SelectAndScatterAdd[select_prim=ge] on a rank-4 operand        -> MaxPool2dBackward
   Conv(dy, Reverse(w)) transposing a conv w.r.t. its input        -> Conv2dBackwardInput
@@ -24,6 +25,7 @@ from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
 from .pattern_table import PATTERNS
 from .patterns import match, signature, terms
+from .recognize_optim import recognize_optimizers
 
 RECOGNIZERS, recognizer = rule_table("RECOGNIZERS")
 
@@ -32,7 +34,7 @@ def recognize(graph, patterns=True):
     """Returns `graph` with recognised subgraphs replaced by high-level and backward kinds
     (see module doc); `patterns=False` skips the generated patterns."""
     if patterns:
-        graph = recognize_patterns(graph)
+        graph = recognize_optimizers(recognize_patterns(graph))
     def replace(b, n, ins):
         rec = RECOGNIZERS.get(n.kind)
         cand = rec(n) if rec is not None else None

@@ -32,6 +32,8 @@ SUPPORTED_OPS = frozenset({
     K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
     # control flow (mil_control.py: cond / while_loop, iOS15+ MIL ops)
     K.If, K.While, K.Scan,
+    # optimizer updates recognised from optax (mil_optim.py: small leaves updated in batches)
+    K.AdamUpdate,
 })
 
 # Native MIL backward kernels (mil_nn*.py); CLAIM_PREDICATES narrows some to the

@@ -49,7 +49,7 @@ def load_families():
     """Imports every rule family, filling MIL_RULES."""
     from . import mil_conv, mil_elementwise, mil_index, mil_reduce, mil_shape  # noqa: F401
     from . import mil_nn, mil_nn_attn, mil_nn_conv  # noqa: F401
-    from . import mil_control, mil_special  # noqa: F401
+    from . import mil_control, mil_optim, mil_special  # noqa: F401
 
 
 def sanitize(name, used):

@@ -34,6 +34,8 @@ SUPPORTED_OPS = frozenset({
     # collectives over the processes of rlx_jax.distributed (rules_collectives.py:
     # mx.distributed inside the compiled program)
     K.AllReduce, K.AllGather, K.ReduceScatter, K.AxisIndex, K.Ppermute,
+    # optimizer updates recognised from optax (rules_optim.py)
+    K.AdamUpdate,
 })
 
 # Backward kinds with a dedicated MLX lowering (kept by legalization when native backward is on).

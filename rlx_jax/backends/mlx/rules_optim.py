@@ -1,0 +1,31 @@
+"""MLX rule for the optimizer-update kinds (semantics: ir/reference_optim.py). One MLX
+expression per leaf, which mx.compile fuses into one kernel per leaf; the bias corrections are
+computed once per node."""
+import mlx.core as mx
+
+from ...ir.ops import OpKind as K
+from ...ir.reference_optim import adam_leaves
+from .table import highest, mlx_rule
+
+
+@mlx_rule(K.AdamUpdate)
+def _adam_update(ctx, node, count, *leaves):
+    a = node.attrs
+    b1, b2, lr, eps, eps_root = a["b1"], a["b2"], a["lr"], a["eps"], a["eps_root"]
+    _, ps, gs, mus, nus = adam_leaves((count,) + leaves)
+    top = highest(count.dtype)
+    step = mx.where(count < top, count + 1, mx.array(top, dtype=count.dtype))
+    steps = step.astype(mx.float32)
+    bc1 = 1 - mx.power(mx.array(b1, dtype=mx.float32), steps)
+    bc2 = 1 - mx.power(mx.array(b2, dtype=mx.float32), steps)
+    new_p, new_mu, new_nu = [], [], []
+    for p, g, mu, nu in zip(ps, gs, mus, nus):
+        m = (1 - b1) * g + b1 * mu
+        v = (1 - b2) * (g * g) + b2 * nu
+        vhat = v / bc2.astype(v.dtype)
+        if eps_root:
+            vhat = vhat + eps_root
+        new_p.append(p + (-lr) * ((m / bc1.astype(m.dtype)) / (mx.sqrt(vhat) + eps)))
+        new_mu.append(m)
+        new_nu.append(v)
+    return (step, *new_p, *new_mu, *new_nu)

@@ -1,0 +1,46 @@
+"""Reference semantics of the optimizer-update kinds (ir.ops.OPTIMIZER), as jnp code of the
+node's operands and attributes.
+
+AdamUpdate is one step of `optax.adam(lr, b1, b2, eps, eps_root)` followed by
+`optax.apply_updates`, over a group of k parameter leaves that share the step count:
+
+    operands  count (int32 scalar: the state's count before the step), p_1..p_k, g_1..g_k,
+              mu_1..mu_k, nu_1..nu_k (each leaf's p, g, mu and nu of one shape and float dtype)
+    attrs     lr, b1, b2, eps, eps_root (Python floats, as passed to optax.adam)
+    results   count', p'_1..p'_k, mu'_1..mu'_k, nu'_1..nu'_k
+
+with optax's own formulas, operation for operation (so the rounding is the same):
+
+    count' = count + 1, saturating at the int32 maximum (optax.safe_increment)
+    mu'    = (1 - b1)·g + b1·mu                 nu' = (1 - b2)·g² + b2·nu
+    p'     = p + (-lr)·((mu' / (1 - b1^count')) / (sqrt(nu' / (1 - b2^count') + eps_root) + eps))
+"""
+import jax.numpy as jnp
+
+from .ops import OpKind as K
+
+
+def adam_leaves(operands):
+    """(count, ps, gs, mus, nus) of an AdamUpdate's operands."""
+    count, rest = operands[0], operands[1:]
+    k = len(rest) // 4
+    return (count,) + tuple(tuple(rest[i * k:(i + 1) * k]) for i in range(4))
+
+
+def adam_update(count, *leaves, lr, b1, b2, eps, eps_root):
+    """AdamUpdate (module docstring): (count', *p', *mu', *nu')."""
+    _, ps, gs, mus, nus = adam_leaves((count,) + leaves)
+    top = jnp.iinfo(count.dtype).max
+    step = jnp.where(count < top, count + 1, top)
+    mu = [(1 - b1) * g + b1 * m for g, m in zip(gs, mus)]
+    nu = [(1 - b2) * (g * g) + b2 * v for g, v in zip(gs, nus)]
+    bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
+    new_p = [p + (-lr) * ((m / bc1.astype(m.dtype)) /
+                          (jnp.sqrt(v / bc2.astype(v.dtype) + eps_root) + eps))
+             for p, m, v in zip(ps, mu, nu)]
+    return (step, *new_p, *mu, *nu)
+
+
+OPTIM_REFERENCE = {
+    K.AdamUpdate: adam_update,
+}

@@ -1,0 +1,151 @@
+"""Recognition of optax's Adam step (`optax.adam(...).update` then `optax.apply_updates`) as
+one AdamUpdate node per group of parameter leaves (ir/reference_optim.py).
+
+The pattern is generated like the others (passes/patterns.py): the installed optax's own code
+for one leaf, traced with `jax.make_jaxpr` and translated by the frontend, with inputs p, g, mu,
+nu, count as wildcards and lr, b1, b2, eps as pattern variables (traced with marker values).
+It is matched at each leaf's new parameter p' = p + (-lr)·update, loosely (kinds and
+sub-operations) and then exactly: optax re-traced at the leaf's shapes with the bound
+hyperparameters must equal the user's subgraph node for node, constants included. A
+hyperparameter is read back from its float32 constant as the shortest decimal that rounds to
+it (0.9, not 0.8999999761581421), since optax computes 1 - b1 from the Python float; a value
+written with more digits than float32 keeps does not match, and is left as it is.
+
+The exact match also finds the leaf's mu', nu' and count' in the user's graph. Leaves with the
+same count', hyperparameters and dtype form one group: a single AdamUpdate node replaces all of
+their p', mu', nu' and the shared count', emitted where the first of them was (every operand of
+the group must exist there, as it does when the update follows the whole gradient). Anything
+else, a learning-rate schedule, `eps_root` other than 0, adamw's weight decay, a `mu_dtype`,
+is not this formula and stays in primitives.
+"""
+import numpy as np
+
+from ..ir.ops import OpKind as K
+from ..ir.rewrite import dce, rewrite
+from .patterns import Matcher, Reference, signature, variables
+
+MARKERS = {"nlr": 0.0123, "b1": 0.8765, "b2": 0.98765, "eps": 3.21e-7}
+
+
+def _optax_adam_leaf(p, g, mu, nu, count, *, nlr, b1, b2, eps):
+    """One leaf of optax.adam(-nlr, b1, b2, eps) + apply_updates: (p', mu', nu', count')."""
+    import jax
+    import optax
+    opt = optax.adam(learning_rate=-nlr, b1=b1, b2=b2, eps=eps)
+    state = jax.tree.unflatten(jax.tree.structure(opt.init(p)), [count, mu, nu])
+    updates, state = opt.update(g, state, p)
+    adam = state[0]
+    return optax.apply_updates(p, updates), adam.mu, adam.nu, adam.count
+
+
+def _example(rank):
+    leaf = ((3,) * rank, np.float32)
+    return {"p": leaf, "g": leaf, "mu": leaf, "nu": leaf, "count": ((), np.int32)}
+
+
+def _fill(bound):
+    return bound if "count" in bound and "p" in bound else None
+
+
+ADAM = Reference("optax.adam + optax.apply_updates", _optax_adam_leaf,
+                 ("p", "g", "mu", "nu", "count"), _example, fill=_fill, params=MARKERS,
+                 ranks=(1,), trigger={(K.Activation, "sqrt"), (K.Binary, "pow")})
+
+
+def decimal(value):
+    """The shortest decimal that rounds to the float32 `value`, as a Python float."""
+    return float(str(np.float32(value)))
+
+
+class Leaf:
+    """One exact match: the bound inputs, hyperparameters, and the user's p', mu', nu', count'."""
+
+    def __init__(self, bound, params, outs):
+        self.bound, self.params = bound, params
+        self.p_new, self.mu_new, self.nu_new, self.count_new = outs
+
+    def key(self):
+        return (self.count_new.id, tuple(sorted(self.params.items())), self.p_new.dtype)
+
+
+def match_leaf(u, template, loose):
+    """The Leaf whose p' is the user value `u`, or None."""
+    env = loose.value(template.outputs[0], u, {})
+    if env is None:
+        return None
+    bound = {n: env[("in", i)] for i, n in enumerate(ADAM.inputs) if ("in", i) in env}
+    if not all(("var", k) in env for k in MARKERS):
+        return None
+    params = {k: decimal(env[("var", k)].attrs["value"]) for k in MARKERS}
+    types = ADAM.types(bound)
+    if types is None or len({t for t in types[:4]}) != 1 or types[0][1].kind != "f":
+        return None
+    exact_graph = ADAM.graph(types, tuple(sorted(params.items())))
+    if exact_graph is None:
+        return None
+    env = Matcher(True).value(exact_graph.outputs[0], u, {})
+    if env is None:
+        return None
+    bound = {n: env[("in", i)] for i, n in enumerate(ADAM.inputs) if ("in", i) in env}
+    outs = [env.get(o.id) for o in exact_graph.outputs]
+    if len(bound) != len(ADAM.inputs):
+        return None
+    return Leaf(bound, params, outs) if all(o is not None for o in outs) else None
+
+
+def find_groups(graph):
+    """The groups of matched leaves (lists of Leaf, in graph order) of `graph`'s top level."""
+    present = {(n.kind, n.attrs.get("fn")) for n in graph.nodes}
+    if not ADAM.trigger <= present:
+        return []
+    template = ADAM.template(1)
+    if template is None:                     # optax is not installed: nothing to recognise
+        return []
+    root = signature(template.outputs[0])
+    loose = Matcher(False, variables(template, ADAM.params))
+    groups = {}
+    for n in graph.nodes:
+        if len(n.outputs) != 1 or signature(n.out) != root:
+            continue
+        leaf = match_leaf(n.out, template, loose)
+        if leaf is not None:
+            groups.setdefault(leaf.key(), []).append(leaf)
+    return list(groups.values())
+
+
+def recognize_optimizers(graph):
+    """`graph` with each group of optax Adam leaves replaced by one AdamUpdate node."""
+    groups = find_groups(graph)
+    if not groups:
+        return graph
+    slots = {}                                 # user value id -> (group, result index)
+    for gi, leaves in enumerate(groups):
+        k = len(leaves)
+        slots[leaves[0].count_new.id] = (gi, 0)
+        for j, leaf in enumerate(leaves):
+            for r, v in enumerate((leaf.p_new, leaf.mu_new, leaf.nu_new)):
+                slots[v.id] = (gi, 1 + r * k + j)
+    made, refused = {}, set()
+
+    def replace(b, n, ins):
+        if len(n.outputs) != 1 or n.out.id not in slots:
+            return None
+        gi, index = slots[n.out.id]
+        if gi in refused:
+            return None
+        if gi not in made:
+            leaves = groups[gi]
+            olds = [leaves[0].bound["count"]] + [lf.bound[name] for name in ("p", "g", "mu", "nu")
+                                                 for lf in leaves]
+            try:
+                operands = [b.value_of(v) for v in olds]
+            except KeyError:                   # an operand is computed later: leave the group
+                refused.add(gi)
+                return None
+            p = leaves[0].params
+            made[gi] = b.add(K.AdamUpdate, operands, {
+                "lr": -p["nlr"], "b1": p["b1"], "b2": p["b2"], "eps": p["eps"],
+                "eps_root": 0.0})
+        return made[gi][index]
+    new, count = rewrite(graph, replace, "recognising optimizer updates")
+    return dce(new).verify() if count else graph
