@@ -38,18 +38,24 @@ def _optax_adam_leaf(p, g, mu, nu, count, *, nlr, b1, b2, eps):
     return optax.apply_updates(p, updates), adam.mu, adam.nu, adam.count
 
 
-def _example(rank):
-    leaf = ((3,) * rank, np.float32)
-    return {"p": leaf, "g": leaf, "mu": leaf, "nu": leaf, "count": ((), np.int32)}
+def _example(dtype):
+    def example(rank):
+        leaf = ((3,) * rank, dtype)
+        return {"p": leaf, "g": leaf, "mu": leaf, "nu": leaf, "count": ((), np.int32)}
+    return example
 
 
 def _fill(bound):
     return bound if "count" in bound and "p" in bound else None
 
 
-ADAM = Reference("optax.adam + optax.apply_updates", _optax_adam_leaf,
-                 ("p", "g", "mu", "nu", "count"), _example, fill=_fill, params=MARKERS,
-                 ranks=(1,), trigger={(K.Activation, "sqrt"), (K.Binary, "pow")})
+# float32 leaves (mixed-precision training keeps float32 master weights). In a bfloat16 or
+# float16 leaf's formula b1 is both a float32 constant (its bias correction) and a rounded
+# 16-bit one, so one pattern variable cannot stand for it: such leaves stay primitives.
+ADAMS = (Reference("optax.adam + optax.apply_updates", _optax_adam_leaf,
+                   ("p", "g", "mu", "nu", "count"), _example(np.float32), fill=_fill,
+                   params=MARKERS, ranks=(1,),
+                   trigger={(K.Activation, "sqrt"), (K.Binary, "pow")}),)
 
 
 def decimal(value):
@@ -68,48 +74,54 @@ class Leaf:
         return (self.count_new.id, tuple(sorted(self.params.items())), self.p_new.dtype)
 
 
-def match_leaf(u, template, loose):
-    """The Leaf whose p' is the user value `u`, or None."""
+def match_leaf(ref, u, template, loose):
+    """The Leaf of reference `ref` whose p' is the user value `u`, or None."""
     env = loose.value(template.outputs[0], u, {})
     if env is None:
         return None
-    bound = {n: env[("in", i)] for i, n in enumerate(ADAM.inputs) if ("in", i) in env}
+    bound = {n: env[("in", i)] for i, n in enumerate(ref.inputs) if ("in", i) in env}
     if not all(("var", k) in env for k in MARKERS):
         return None
     params = {k: decimal(env[("var", k)].attrs["value"]) for k in MARKERS}
-    types = ADAM.types(bound)
+    types = ref.types(bound)
     if types is None or len({t for t in types[:4]}) != 1 or types[0][1].kind != "f":
         return None
-    exact_graph = ADAM.graph(types, tuple(sorted(params.items())))
+    exact_graph = ref.graph(types, tuple(sorted(params.items())))
     if exact_graph is None:
         return None
     env = Matcher(True).value(exact_graph.outputs[0], u, {})
     if env is None:
         return None
-    bound = {n: env[("in", i)] for i, n in enumerate(ADAM.inputs) if ("in", i) in env}
+    bound = {n: env[("in", i)] for i, n in enumerate(ref.inputs) if ("in", i) in env}
     outs = [env.get(o.id) for o in exact_graph.outputs]
-    if len(bound) != len(ADAM.inputs):
+    if len(bound) != len(ref.inputs):
         return None
     return Leaf(bound, params, outs) if all(o is not None for o in outs) else None
 
 
+def _templates(present):
+    """(reference, template, loose matcher) of the Adam references the graph can hold."""
+    out = []
+    for ref in ADAMS:
+        template = ref.template(1) if ref.trigger <= present else None
+        if template is not None:             # None: optax is not installed
+            out.append((ref, template, Matcher(False, variables(template, ref.params))))
+    return out
+
+
 def find_groups(graph):
     """The groups of matched leaves (lists of Leaf, in graph order) of `graph`'s top level."""
-    present = {(n.kind, n.attrs.get("fn")) for n in graph.nodes}
-    if not ADAM.trigger <= present:
-        return []
-    template = ADAM.template(1)
-    if template is None:                     # optax is not installed: nothing to recognise
-        return []
-    root = signature(template.outputs[0])
-    loose = Matcher(False, variables(template, ADAM.params))
+    refs = _templates({(n.kind, n.attrs.get("fn")) for n in graph.nodes})
     groups = {}
-    for n in graph.nodes:
-        if len(n.outputs) != 1 or signature(n.out) != root:
+    for n in graph.nodes if refs else ():
+        if len(n.outputs) != 1:
             continue
-        leaf = match_leaf(n.out, template, loose)
-        if leaf is not None:
-            groups.setdefault(leaf.key(), []).append(leaf)
+        for ref, template, loose in refs:
+            leaf = signature(n.out) == signature(template.outputs[0]) and \
+                match_leaf(ref, n.out, template, loose)
+            if leaf:
+                groups.setdefault(leaf.key(), []).append(leaf)
+                break
     return list(groups.values())
 
 

@@ -15,9 +15,11 @@ def _adam_update(ctx, node, count, *leaves):
     _, ps, gs, mus, nus = adam_leaves((count,) + leaves)
     top = highest(count.dtype)
     step = mx.where(count < top, count + 1, mx.array(top, dtype=count.dtype))
-    steps = step.astype(mx.float32)
-    bc1 = 1 - mx.power(mx.array(b1, dtype=mx.float32), steps)
-    bc2 = 1 - mx.power(mx.array(b2, dtype=mx.float32), steps)
+    # JAX computes b ** count' in float32 (float64 for float64 leaves), then casts to the leaf's
+    dtype = mx.float64 if ps and ps[0].dtype == mx.float64 else mx.float32
+    steps = step.astype(dtype)
+    bc1 = 1 - mx.power(mx.array(b1, dtype=dtype), steps)
+    bc2 = 1 - mx.power(mx.array(b2, dtype=dtype), steps)
     new_p, new_mu, new_nu = [], [], []
     for p, g, mu, nu in zip(ps, gs, mus, nus):
         m = (1 - b1) * g + b1 * mu
