@@ -184,3 +184,27 @@ def test_half_precision_leaves_stay_primitives_and_equal_jax(dtype):
     jax.tree.map(lambda a, b: np.testing.assert_allclose(
         np.asarray(a, np.float32), np.asarray(b, np.float32), rtol=tol, atol=tol),
         got, jax.jit(_step(opt))(p, s, g))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_adam_in_a_training_loop_body(backend):
+    """Given:  five Adam steps in lax.fori_loop (the update sits in the Scan's region)
+       Result: one AdamUpdate inside the region; results equal jax.jit's"""
+    opt = optax.adam(1e-2)
+    x = np.linspace(0.1, 1.3, 12, dtype=np.float32).reshape(4, 3)
+
+    def train(p, s):
+        def body(i, carry):
+            p, s = carry
+            g = jax.grad(lambda p: jnp.sum(jnp.tanh(x @ p["w"] + p["b"]) ** 2))(p)
+            u, s = opt.update(g, s, p)
+            return optax.apply_updates(p, u), s
+        return jax.lax.fori_loop(0, 5, body, (p, s))
+    p = {"w": np.full((3, 2), 0.3, np.float32), "b": np.asarray([0.1, -0.2], np.float32)}
+    s = opt.init(p)
+    lowered = rlx_jax.jit(train, backend=backend).lower(p, s)
+    inner = [m.kind for n in lowered.legalized.nodes for m in n.walk() if m is not n]
+    assert inner.count(K.AdamUpdate) == (1 if backend != "xla" else 0)
+    got, want = rlx_jax.jit(train, backend=backend)(p, s), jax.jit(train)(p, s)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(
+        np.asarray(a), np.asarray(b), rtol=RTOL, atol=ATOL), got, want)

@@ -125,9 +125,18 @@ def find_groups(graph):
     return list(groups.values())
 
 
+def _graphs(graph):
+    """`graph` and every region in it, nested ones too (a training loop's body)."""
+    yield graph
+    for n in graph.nodes:
+        for r in n.regions:
+            yield from _graphs(r)
+
+
 def recognize_optimizers(graph):
-    """`graph` with each group of optax Adam leaves replaced by one AdamUpdate node."""
-    groups = find_groups(graph)
+    """`graph` with each group of optax Adam leaves replaced by one AdamUpdate node; groups are
+    found in each region on its own (value ids are unique across regions)."""
+    groups = [grp for g in _graphs(graph) for grp in find_groups(g)]
     if not groups:
         return graph
     slots = {}                                 # user value id -> (group, result index)
