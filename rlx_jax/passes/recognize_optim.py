@@ -110,7 +110,7 @@ def _templates(present):
 
 
 def find_groups(graph):
-    """The groups of matched leaves (lists of Leaf, in graph order) of `graph`'s top level."""
+    """The groups of matched leaves (lists of Leaf, in graph order) among `graph`'s own nodes."""
     refs = _templates({(n.kind, n.attrs.get("fn")) for n in graph.nodes})
     groups = {}
     for n in graph.nodes if refs else ():
