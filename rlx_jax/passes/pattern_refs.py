@@ -1,0 +1,208 @@
+"""The reference formulas of the generated patterns (passes/patterns.py explains how they are
+traced and matched; passes/pattern_table.py maps their outputs to kinds).
+
+They are the installed libraries' own formulas: jax.nn (softmax, gelu both forms, silu,
+dot_product_attention's default implementation without a mask, causal, with a boolean mask or an
+additive bias), flax linen (LayerNorm with its fast and two-pass variance, without scale or
+bias, RMSNorm, dot_product_attention without and with a boolean mask), equinox (nn.LayerNorm
+and the attention of nn.MultiheadAttention, each under jax.vmap as they are called), optax
+(softmax_cross_entropy_with_integer_labels) and the usual hand-written RMSNorm; each forward
+alone and as the joint forward + backward of `jax.vjp` (backward outputs read the forward's
+residuals). A library that is not installed only leaves its templates out.
+"""
+import functools
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..ir.ops import OpKind as K
+from .patterns import Reference
+
+EPS = 1.2345678e-4          # the marker of a normalization's eps in the templates
+SCALE = 0.87654321          # the marker of jax.nn.dot_product_attention's scale
+F32 = np.float32
+LEAD = (2, 3, 4)
+
+
+def _x(rank, *names, dim=5):
+    shape = LEAD[:rank - 1] + (dim,)
+    return {n: (shape, F32) for n in names}
+
+
+def _vjp(fn, n):
+    """The joint forward and backward of fn's first n arguments: (y, *cotangents)."""
+    def joint(*args, **params):
+        y, pull = jax.vjp(lambda *a: fn(*a, *args[n:-1], **params), *args[:n])
+        return (y, *pull(args[-1]))
+    return joint
+
+
+def _one(fn):
+    return lambda *a, **p: (fn(*a, **p),)
+
+
+def _vec(names):
+    """Fills the [D] parameter vectors `names` and the cotangent dy from the bound x."""
+    def fill(bound):
+        if "x" not in bound:
+            return None
+        x = bound["x"]
+        return {"dy": x, **{n: ((x[0][-1],), x[1]) for n in names}, **bound}
+    return fill
+
+
+def _vmapped(fn, times):
+    for _ in range(times):
+        fn = jax.vmap(fn)
+    return fn
+
+
+# ---- normalizations ----
+def _flax_ln(fast, scale=True, bias=True):
+    def ln(x, *gb, eps):
+        import flax.linen as fnn
+        m = fnn.LayerNorm(epsilon=eps, use_fast_variance=fast, use_scale=scale, use_bias=bias)
+        names = ("scale",) * scale + ("bias",) * bias
+        return m.apply({"params": dict(zip(names, gb))}, x)
+    return ln
+
+
+def _eqx_ln(x, g, b, *, eps):
+    """equinox's LayerNorm(D) applied to every row of x, as jax.vmap calls it."""
+    import equinox as eqx
+    m = eqx.nn.LayerNorm(x.shape[-1], eps=eps)
+    m = eqx.tree_at(lambda m: (m.weight, m.bias), m, (g, b))
+    return _vmapped(m, x.ndim - 1)(x)
+
+
+def _flax_rms(x, g, *, eps):
+    import flax.linen as fnn
+    return fnn.RMSNorm(epsilon=eps).apply({"params": {"scale": g}}, x)
+
+
+def _jnp_rms(x, g, *, eps):
+    return x * jax.lax.rsqrt(jnp.mean(x ** 2, -1, keepdims=True) + eps) * g
+
+
+# ---- cross-entropy ----
+def _optax_sce(logits, labels):
+    import optax
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+def _sce_example(rank):
+    lead = LEAD[:rank - 1]
+    return {"logits": (lead + (7,), F32), "labels": (lead, np.int32), "dy": (lead, F32)}
+
+
+def _sce_fill(bound):
+    if "logits" not in bound or "labels" not in bound:
+        return None
+    return {"dy": (bound["labels"][0], bound["logits"][1]), **bound}
+
+
+# ---- attention: q[B, Sq, H, D], k[B, Sk, H, D], v[B, Sk, H, Dv] (BSHD) ----
+def _flax_attention(q, k, v, *mask):
+    import flax.linen as fnn
+    return fnn.dot_product_attention(q, k, v, mask=mask[0] if mask else None)
+
+
+def _eqx_attention(q, k, v, *mask):
+    """The attention of equinox's MultiheadAttention on a batch: its dot_product_attention
+    (the function MultiheadAttention calls, from the module defining it) vmapped over the heads
+    (axis 1 of a sequence) and over the batch; the mask [Sq, Sk] is shared by both."""
+    import equinox as eqx
+    core = sys.modules[eqx.nn.MultiheadAttention.__module__].dot_product_attention
+    attn = functools.partial(core, mask=mask[0] if mask else None)
+    return jax.vmap(jax.vmap(attn, in_axes=1, out_axes=1))(q, k, v)
+
+
+def _jax_attention(causal, extra):
+    """jax.nn.dot_product_attention (default implementation); extra: () or ("mask",) or
+    ("bias",), the keyword its one extra argument is passed as."""
+    def fn(q, k, v, *rest, scale):
+        return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal,
+                                            **dict(zip(extra, rest)))
+    return fn
+
+
+def _attn_example(rank, mask=None, dv=3):
+    ex = {"q": ((2, 5, 2, 4), F32), "k": ((2, 6, 2, 4), F32), "v": ((2, 6, 2, dv), F32),
+          "dy": ((2, 5, 2, dv), F32)}
+    masks = {"flax": ((2, 1, 5, 6), np.bool_), "eqx": ((5, 6), np.bool_),
+             "bool": ((2, 1, 5, 6), np.bool_), "bias": ((2, 1, 5, 6), F32)}
+    return {**ex, "mask": masks[mask]} if mask else ex
+
+
+def _attn_fill(bound):
+    """dy from q and v; v (which dv does not read) from k and dy."""
+    q, k, v, dy = (bound.get(n) for n in ("q", "k", "v", "dy"))
+    if q is None or k is None or (v is None and dy is None):
+        return None
+    v = v or (k[0][:-1] + dy[0][-1:], k[1])
+    return {"dy": (q[0][:-1] + v[0][-1:], q[1]), **bound, "v": v}
+
+
+# ---- the table: each formula forward alone (key) and with its jax.vjp (key + "_vjp") ----
+R = {}
+
+
+def _pair(key, name, fn, inputs, n, example, fill, **kw):
+    """Registers fn (forward) and the joint forward + backward of its first n inputs."""
+    inputs = tuple(inputs)
+    R[key] = Reference(name, _one(fn), inputs, example, **kw)
+    R[key + "_vjp"] = Reference(f"vjp({name})", _vjp(fn, n), inputs + ("dy",), example,
+                                fill=fill, **kw)
+
+
+def _norm_example(*vecs):
+    return lambda r: {**_x(r, "x", "dy"), **_x(1, *vecs)}
+
+
+NORM = {"params": {"eps": EPS}, "trigger": {(K.Activation, "rsqrt")}}
+_pair("softmax", "jax.nn.softmax", jax.nn.softmax, "x", 1, lambda r: _x(r, "x", "dy"),
+      _vec(""), trigger={(K.Activation, "exp")})
+_pair("ln", "flax LayerNorm", _flax_ln(True), "xgb", 3, _norm_example("g", "b"), _vec("gb"),
+      **NORM)
+_pair("ln2", "flax LayerNorm(use_fast_variance=False)", _flax_ln(False), "xgb", 3,
+      _norm_example("g", "b"), _vec("gb"), **NORM)
+_pair("ln_nobias", "flax LayerNorm(use_bias=False)", _flax_ln(True, bias=False), "xg", 2,
+      _norm_example("g"), _vec("g"), **NORM)
+_pair("ln_noscale", "flax LayerNorm(use_scale=False)", _flax_ln(True, scale=False), "xb", 2,
+      _norm_example("b"), _vec("b"), **NORM)
+_pair("ln_noaffine", "flax LayerNorm(use_scale=False, use_bias=False)",
+      _flax_ln(True, False, False), "x", 1, _norm_example(), _vec(""), **NORM)
+_pair("eqx_ln", "equinox LayerNorm", _eqx_ln, "xgb", 3, _norm_example("g", "b"), _vec("gb"),
+      **NORM)
+_pair("rms", "flax RMSNorm", _flax_rms, "xg", 2, _norm_example("g"), _vec("g"), **NORM)
+_pair("rms_jnp", "x * rsqrt(mean(x**2) + eps) * g", _jnp_rms, "xg", 2, _norm_example("g"),
+      _vec("g"), **NORM)
+_pair("sce", "optax softmax_cross_entropy_with_integer_labels", _optax_sce,
+      ("logits", "labels"), 1, _sce_example, _sce_fill, trigger={(K.Activation, "log")})
+
+ATTN = {"ranks": (4,), "trigger": {(K.DotGeneral, None), (K.Activation, "exp")}}
+QKV, QKVM = ("q", "k", "v"), ("q", "k", "v", "mask")
+_pair("attn", "flax dot_product_attention", _flax_attention, QKV, 3, _attn_example,
+      _attn_fill, **ATTN)
+_pair("attn_mask", "flax dot_product_attention(mask)", _flax_attention, QKVM, 3,
+      lambda r: _attn_example(r, "flax"), _attn_fill, **ATTN)
+_pair("eqx_attn", "equinox MultiheadAttention's attention", _eqx_attention, QKV, 3,
+      _attn_example, _attn_fill, **ATTN)
+_pair("eqx_attn_mask", "equinox MultiheadAttention's attention(mask)", _eqx_attention,
+      QKVM, 3, lambda r: _attn_example(r, "eqx"), _attn_fill, **ATTN)
+for _key, _causal, _extra, _mask in (("jax_attn", False, (), None),
+                                     ("jax_attn_causal", True, (), None),
+                                     ("jax_attn_mask", False, ("mask",), "bool"),
+                                     ("jax_attn_bias", False, ("bias",), "bias")):
+    _pair(_key, f"jax.nn.dot_product_attention(is_causal={_causal}, {', '.join(_extra)})",
+          _jax_attention(_causal, _extra), QKVM if _extra else QKV, 3,
+          functools.partial(_attn_example, mask=_mask, dv=4), _attn_fill, params={"scale": SCALE},
+          **ATTN)
+
+for _name, _fn, _fn_used in (("gelu_tanh", jax.nn.gelu, "tanh"),
+                             ("gelu", lambda x: jax.nn.gelu(x, approximate=False), "erfc"),
+                             ("silu", jax.nn.silu, "sigmoid")):
+    _pair(_name, f"jax.nn.{_name}", _fn, "x", 1, lambda r: _x(r, "x", "dy"), _vec(""),
+          ranks=(2,), trigger={(K.Activation, _fn_used)})
