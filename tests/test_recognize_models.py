@@ -105,7 +105,8 @@ MODELS = {"eqx_block": _eqx_model, "flax_vit": _vit_model, "swiglu": _swiglu_mod
 @functools.lru_cache(maxsize=None)
 def _programs(name):
     fn, params, x = MODELS[name]()
-    return {"fwd": (fn, (params, x)), "step": (jax.value_and_grad(_loss(fn), argnums=(0, 1)), (params, x))}
+    step = jax.value_and_grad(_loss(fn), argnums=(0, 1))
+    return {"fwd": (fn, (params, x)), "step": (step, (params, x))}
 
 
 # the traced primitives (recognize=False): the same on mlx and coreml

@@ -129,10 +129,13 @@ def _jax_attention(causal, extra):
 
 
 def _attn_example(rank, mask=None, dv=3):
+    """The attention templates are 4-d; template "rank" 5 of jax.nn's has a per-head mask
+    [B, H, Sq, Sk] (it reshapes those to its grouped layout), 4 one shared by the heads."""
     ex = {"q": ((2, 5, 2, 4), F32), "k": ((2, 6, 2, 4), F32), "v": ((2, 6, 2, dv), F32),
           "dy": ((2, 5, 2, dv), F32)}
+    heads = 2 if rank == 5 else 1
     masks = {"flax": ((2, 1, 5, 6), np.bool_), "eqx": ((5, 6), np.bool_),
-             "bool": ((2, 1, 5, 6), np.bool_), "bias": ((2, 1, 5, 6), F32)}
+             "bool": ((2, heads, 5, 6), np.bool_), "bias": ((2, heads, 5, 6), F32)}
     return {**ex, "mask": masks[mask]} if mask else ex
 
 
@@ -199,7 +202,7 @@ for _key, _causal, _extra, _mask in (("jax_attn", False, (), None),
     _pair(_key, f"jax.nn.dot_product_attention(is_causal={_causal}, {', '.join(_extra)})",
           _jax_attention(_causal, _extra), QKVM if _extra else QKV, 3,
           functools.partial(_attn_example, mask=_mask, dv=4), _attn_fill, params={"scale": SCALE},
-          **ATTN)
+          **{**ATTN, "ranks": (4, 5) if _mask else (4,)})
 
 for _name, _fn, _fn_used in (("gelu_tanh", jax.nn.gelu, "tanh"),
                              ("gelu", lambda x: jax.nn.gelu(x, approximate=False), "erfc"),
