@@ -41,6 +41,8 @@ POOL = dict(window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1),
 KIND_CASES = [
     kind_case("softmax", K.Softmax, (f(*X),), dict(axis=2)),
     kind_case("softmax_axis1", K.Softmax, (f(*X),), dict(axis=1)),
+    kind_case("log_softmax", K.LogSoftmax, (f(*X, lo=-30, hi=30),), dict(axis=2)),
+    kind_case("log_softmax_axis0", K.LogSoftmax, (f(*X),), dict(axis=0)),
     kind_case("relu_bwd", K.ReluBackward, (f(*X), f(*X)), {}),
     *[kind_case(f"act_bwd_{fn}", K.ActivationBackward, (f(*X), f(*X)), dict(fn=fn))
       for fn in ("gelu", "gelu_tanh", "silu", "sigmoid", "tanh")],

@@ -43,6 +43,8 @@ CASES = [
              "Activation") for fn in ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")],
     nn_case("softmax", lambda x: nn.softmax(x, axis=1), lambda x: jax.nn.softmax(x, axis=1),
            mk(fl(*X)), (0,), (), "Softmax"),
+    nn_case("log_softmax", nn.log_softmax, jax.nn.log_softmax, mk(fl(*X, lo=-20, hi=20)), (0,),
+           (), "LogSoftmax"),
     nn_case("layer_norm", nn.layer_norm, lambda x, g, b: norms.layer_norm_ref(x, g, b, eps=1e-5),
            mk(fl(*X), fl(D), fl(D)), (0, 1, 2), LN, "LayerNorm"),
     nn_case("rms_norm", nn.rms_norm,

@@ -65,6 +65,7 @@ class OpKind(enum.Enum):
     Interpolate3d = "Interpolate3d"
     # high-level forward
     Softmax = "Softmax"
+    LogSoftmax = "LogSoftmax"
     LayerNorm = "LayerNorm"
     LayerNorm2d = "LayerNorm2d"
     RmsNorm = "RmsNorm"
@@ -290,7 +291,7 @@ CONTROL = frozenset({OpKind.If, OpKind.While, OpKind.Scan})
 
 # High-level forward kinds produced by rlx_jax.nn primitives.
 FORWARD = frozenset({
-    OpKind.Softmax, OpKind.LayerNorm, OpKind.RmsNorm, OpKind.GroupNorm, OpKind.Attention,
+    OpKind.Softmax, OpKind.LogSoftmax, OpKind.LayerNorm, OpKind.RmsNorm, OpKind.GroupNorm, OpKind.Attention,
     OpKind.Rope, OpKind.AdaLayerNorm, OpKind.GatedResidual,
     OpKind.SoftmaxCrossEntropyWithLogits,
 })

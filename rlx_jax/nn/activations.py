@@ -1,8 +1,9 @@
 """Activations and softmax as rlx primitives.
 
-Forward: `rlx_activation[fn]` (IR: Activation[fn]), `rlx_softmax[axis]` (IR: Softmax[axis]).
+Forward: `rlx_activation[fn]` (IR: Activation[fn]), `rlx_softmax[axis]` (IR: Softmax[axis]),
+`rlx_log_softmax[axis]` (IR: LogSoftmax[axis]).
 Backward: `rlx_relu_backward` (ReluBackward), `rlx_activation_backward[fn]` (ActivationBackward).
-Softmax has no backward kind: its JVP is written with jnp ops.
+Softmax and LogSoftmax have no backward kind: their JVPs are written with jnp ops.
 """
 import jax
 import jax.numpy as jnp
@@ -72,6 +73,24 @@ softmax_p = Prim("rlx_softmax", softmax_ref, kind=K.Softmax, attrs=_softmax_attr
                  jvp=_softmax_jvp)
 
 
+def log_softmax_ref(x, *, axis):
+    """jax.nn.log_softmax's formula: (x - max) - log Σ exp(x - max)."""
+    shifted = x - jax.lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))
+
+
+def _log_softmax_jvp(primals, tangents, *, axis):
+    x, = primals
+    t, = tangents
+    y = log_softmax_p.bind(x, axis=axis)
+    t = ad.instantiate_zeros(t)
+    return y, t - jnp.sum(jnp.exp(y) * t, axis=axis, keepdims=True)
+
+
+log_softmax_p = Prim("rlx_log_softmax", log_softmax_ref, kind=K.LogSoftmax, attrs=_softmax_attrs,
+                     rows=(0,), jvp=_log_softmax_jvp)
+
+
 def _check_fn(fn):
     if fn not in FNS:
         raise ValueError(f"unknown activation {fn!r}; choose one of {sorted(FNS)}")
@@ -108,3 +127,9 @@ def softmax(x, axis=-1):
     """exp(x - max) / sum(exp(x - max)) along `axis` (one Softmax node)."""
     x = jnp.asarray(x)
     return softmax_p.bind(x, axis=int(axis) % x.ndim - x.ndim)
+
+
+def log_softmax(x, axis=-1):
+    """(x - max) - log Σ exp(x - max) along `axis` (one LogSoftmax node)."""
+    x = jnp.asarray(x)
+    return log_softmax_p.bind(x, axis=int(axis) % x.ndim - x.ndim)

@@ -209,3 +209,7 @@ for _name, _fn, _fn_used in (("gelu_tanh", jax.nn.gelu, "tanh"),
                              ("silu", jax.nn.silu, "sigmoid")):
     _pair(_name, f"jax.nn.{_name}", _fn, "x", 1, lambda r: _x(r, "x", "dy"), _vec(""),
           ranks=(2,), trigger={(K.Activation, _fn_used)})
+
+# (jax.grad of a log_softmax alone has no log: its backward reads only exp(x - max))
+_pair("log_softmax", "jax.nn.log_softmax", jax.nn.log_softmax, "x", 1,
+      lambda r: _x(r, "x", "dy"), _vec(""), trigger={(K.Activation, "exp")})

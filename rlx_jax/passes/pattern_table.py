@@ -41,6 +41,17 @@ def _softmax_grad(b, o, p, root):
     return b.binary("mul", y, b.binary("sub", dy, s))
 
 
+def _log_softmax(b, o, p, root):
+    return emit(b, K.LogSoftmax, (o["x"],), {"axis": o["x"].ndim - 1})
+
+
+def _log_softmax_grad(b, o, p, root):
+    """dx = dy − exp(y)·Σ dy on the LogSoftmax node."""
+    y, dy = _log_softmax(b, o, p, root), o["dy"]
+    s = b.reduce("sum", dy, (y.ndim - 1,), keepdims=True)
+    return b.binary("sub", dy, b.binary("mul", b.unary("exp", y), s))
+
+
 def _norm(kind, names, **extra):
     def replace(b, o, p, root):
         return emit(b, kind, tuple(o[n] for n in names), {"eps": float(p["eps"]), **extra})
@@ -161,4 +172,6 @@ PATTERNS = [
     *_fwd_bwd("ln_noaffine", LN_FWD, LN_DX),
     *_fwd_bwd("rms", RMS_FWD, RMS_DX, RMS_DG), *_fwd_bwd("rms_jnp", RMS_FWD, RMS_DX, RMS_DG),
     *_fwd_bwd("sce", _sce, _sce_grad),
-] + [p for fn in ("gelu_tanh", "gelu", "silu") for p in _fwd_bwd(fn, _act(fn), _act_grad(fn))]
+] + [p for fn in ("gelu_tanh", "gelu", "silu") for p in _fwd_bwd(fn, _act(fn), _act_grad(fn))] + [
+    *_fwd_bwd("log_softmax", _log_softmax, _log_softmax_grad),
+]

@@ -28,8 +28,8 @@ SUPPORTED_OPS = frozenset({
     # convolution and pooling
     K.Conv, K.Pool, K.SelectAndScatterAdd,
     # high-level forward kinds (native MIL kernels: mil_nn*.py)
-    K.Softmax, K.LayerNorm, K.RmsNorm, K.GroupNorm, K.Attention, K.Rope, K.AdaLayerNorm,
-    K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
+    K.Softmax, K.LogSoftmax, K.LayerNorm, K.RmsNorm, K.GroupNorm, K.Attention, K.Rope,
+    K.AdaLayerNorm, K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
     # control flow (mil_control.py: cond / while_loop, iOS15+ MIL ops)
     K.If, K.While, K.Scan,
     # optimizer updates recognised from optax (mil_optim.py: small leaves updated in batches)

@@ -65,6 +65,14 @@ def per_sample(ctx, v):
 mil_rule(K.Softmax)(lambda ctx, node, x: ctx.mb.softmax(x=x, axis=node.attrs["axis"]))
 
 
+@mil_rule(K.LogSoftmax)
+def _log_softmax(ctx, node, x):
+    """(x - max) - logsumexp(x - max): 4 ops (MIL has no log_softmax)."""
+    mb, axes = ctx.mb, ctx.ints([node.attrs["axis"]])
+    shifted = mb.sub(x=x, y=mb.reduce_max(x=x, axes=axes, keep_dims=True))
+    return mb.sub(x=shifted, y=mb.reduce_log_sum_exp(x=shifted, axes=axes, keep_dims=True))
+
+
 # ---- LayerNorm ----
 @mil_rule(K.LayerNorm)
 def _layer_norm(ctx, node, x, gamma, beta):

@@ -23,8 +23,8 @@ SUPPORTED_OPS = frozenset({
     # convolution and windows
     K.Conv, K.Pool, K.SelectAndScatterAdd, K.SelectAndGatherAdd,
     # high-level forward (rules_nn.py: mx.fast kernels or short MLX compositions)
-    K.Softmax, K.LayerNorm, K.RmsNorm, K.GroupNorm, K.Attention, K.Rope, K.AdaLayerNorm,
-    K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
+    K.Softmax, K.LogSoftmax, K.LayerNorm, K.RmsNorm, K.GroupNorm, K.Attention, K.Rope,
+    K.AdaLayerNorm, K.GatedResidual, K.SoftmaxCrossEntropyWithLogits,
     # control flow (rules_control.py: If as a select, While and long Scans as host loops)
     K.If, K.While, K.Scan,
     # linear algebra, FFTs and complex parts (rules_linalg.py: mx.linalg on the CPU stream,

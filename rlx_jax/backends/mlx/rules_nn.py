@@ -28,6 +28,8 @@ def _xhat(x, eps):
 
 # ---- forward ----
 mlx_rule(K.Softmax)(lambda ctx, node, x: mx.softmax(x, axis=node.attrs["axis"], precise=True))
+mlx_rule(K.LogSoftmax)(lambda ctx, node, x: x - mx.logsumexp(x, axis=node.attrs["axis"],
+                                                             keepdims=True))
 mlx_rule(K.LayerNorm)(lambda ctx, node, x, g, b: mx.fast.layer_norm(x, g, b, node.attrs["eps"]))
 
 

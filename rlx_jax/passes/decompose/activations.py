@@ -15,6 +15,15 @@ def _softmax(b, node, x):
     return b.binary("div", e, b.reduce("sum", e, (axis,), keepdims=True))
 
 
+@decomp(K.LogSoftmax)
+def _log_softmax(b, node, x):
+    """(x - max) - log Σ exp(x - max), as jax.nn.log_softmax computes it."""
+    axis = node.attrs["axis"]
+    shifted = b.binary("sub", x, b.reduce("max", x, (axis,), keepdims=True))
+    total = b.reduce("sum", b.unary("exp", shifted), (axis,), keepdims=True)
+    return b.binary("sub", shifted, b.unary("log", total))
+
+
 @decomp(K.ReluBackward)
 def _relu_backward(b, node, x, dy):
     zero = b.scalar(0, x)
