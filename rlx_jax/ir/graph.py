@@ -30,6 +30,14 @@ class Value:
         self.node = node
         self.index = index
 
+    def __getstate__(self):
+        return self.shape, self.dtype, self.node, self.index
+
+    def __setstate__(self, state):
+        """An unpickled value (a cached pattern graph) takes a fresh id of this process."""
+        self.id = next(_ids)
+        self.shape, self.dtype, self.node, self.index = state
+
     @property
     def ndim(self):
         return len(self.shape)

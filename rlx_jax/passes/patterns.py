@@ -32,6 +32,7 @@ import numpy as np
 
 from ..frontend.trace import graph_from_jaxpr
 from ..ir.ops import OpKind as K
+from . import template_cache
 
 COMMUTATIVE = {(K.Binary, f) for f in ("add", "mul", "max", "min")} | \
     {(K.Compare, f) for f in ("eq", "ne")}
@@ -46,7 +47,8 @@ class Reference:
     those of the bound ones (by default every input must be bound); params: {name: marker},
     the scalar parameters, traced with their marker in the template; ranks: the template
     ranks; trigger: (kind, fn) pairs every graph the formula can occur in contains (a cheap
-    test before any template is traced)."""
+    test before any template is traced). `name` identifies the formula (the traced graphs are
+    cached on disk under it, passes/template_cache.py): no two references share one."""
 
     def __init__(self, name, fn, inputs, example, *, fill=None, params=None, ranks=(2, 3),
                  trigger=()):
@@ -59,6 +61,16 @@ class Reference:
     def graph(self, types, params):
         """The reference traced at `types` (((shape, dtype) per input)) with `params`
         (sorted (name, value) pairs); None where the formula refuses those shapes."""
+        key = (self.name, self.inputs, types, params)
+        got = template_cache.load(key)       # traced by an earlier process (template_cache.py)
+        if got is template_cache.MISSING:
+            got = self.trace(types, params)
+            if got is not None:              # a refusal may be an import blocked in this process
+                template_cache.store(key, got)
+        return got
+
+    def trace(self, types, params):
+        """The reference traced at `types` with `params`, not looked up in any cache."""
         structs = [jax.ShapeDtypeStruct(s, d) for s, d in types]
         fn = functools.partial(self.fn, **dict(params))
         try:

@@ -1,0 +1,88 @@
+"""An on-disk cache of the graphs traced from pattern references (passes/patterns.py): the
+templates and the exact re-traces at a candidate's shapes.
+
+Tracing a reference with `jax.make_jaxpr` and translating it takes tens of milliseconds, and a
+transformer's train step reads about ninety of them: seconds on the first recognition of every
+process. Each graph is pickled under `<cache root>/patterns/<digest>/` (the cache root of
+rlx_jax/cache.py), where the digest covers the versions of jax, jaxlib, numpy and the libraries
+the references trace (flax, optax, equinox) and every source file of rlx_jax itself (the
+frontend decides what a template is), so any change of those starts a directory of its own.
+An entry is keyed by the reference's name (unique: patterns.Reference refuses a second one),
+the input types and the parameters; it is written atomically (a temporary file, then a rename)
+and one that cannot be read is traced again. A graph that cannot be pickled is simply not
+cached. `RLX_JAX_PATTERN_CACHE=0` turns the cache off.
+"""
+import functools
+import hashlib
+import importlib.metadata
+import os
+import pickle
+import tempfile
+
+from .. import cache
+
+ENV = "RLX_JAX_PATTERN_CACHE"
+LIBRARIES = ("jax", "jaxlib", "numpy", "flax", "optax", "equinox")
+MISSING = object()
+
+
+def enabled():
+    return os.environ.get(ENV, "1") != "0"
+
+
+@functools.lru_cache(maxsize=1)
+def digest():
+    """The hash of the library versions and rlx_jax's sources the cached graphs depend on."""
+    h = hashlib.sha256()
+    for lib in LIBRARIES:
+        try:
+            h.update(f"{lib}={importlib.metadata.version(lib)};".encode())
+        except importlib.metadata.PackageNotFoundError:
+            h.update(f"{lib}=-;".encode())
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for d, subdirs, files in sorted(os.walk(root)):
+        subdirs.sort()
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(d, f)
+                h.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as fh:
+                    h.update(fh.read())
+    return h.hexdigest()[:24]
+
+
+def path(key):
+    """The file of `key`'s entry."""
+    name = hashlib.sha256(repr(key).encode()).hexdigest()[:32] + ".pkl"
+    return os.path.join(cache.cache_subdir(os.path.join("patterns", digest())), name)
+
+
+def load(key):
+    """The cached graph of `key`, or MISSING."""
+    if not enabled():
+        return MISSING
+    try:
+        with open(path(key), "rb") as f:
+            stored_key, graph = pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
+            ValueError, TypeError, cache.CacheDirError):
+        return MISSING
+    return graph if stored_key == repr(key) else MISSING
+
+
+def store(key, graph):
+    """Caches `graph` for `key`; a graph that cannot be pickled is not cached. Only traced
+    graphs are stored: a reference that refused to trace (a library missing, or blocked in this
+    process) is asked again next time."""
+    if not enabled():
+        return
+    try:
+        target = path(key)
+        data = pickle.dumps((repr(key), graph), protocol=pickle.HIGHEST_PROTOCOL)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+    except (OSError, pickle.PicklingError, TypeError, AttributeError, RecursionError,
+            cache.CacheDirError):
+        return
