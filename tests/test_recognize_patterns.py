@@ -149,6 +149,13 @@ def _eqx(case):
             fn = lambda x, w, b: jax.vmap(jax.vmap(eqx.tree_at(  # noqa: E731
                 lambda m: (m.weight, m.bias), ln, (w, b))))(x)
             return fn, [_f(3, 4, 8), _f(8), _f(8)]
+        if case.startswith("rms_norm"):       # RMSNorm(D), with its bias by default
+            bias = case == "rms_norm"
+            rms = eqx.nn.RMSNorm(8, eps=1e-4, use_bias=bias)
+            where = lambda m: (m.weight, m.bias) if bias else m.weight  # noqa: E731
+            fn = lambda x, *wb: jax.vmap(jax.vmap(eqx.tree_at(  # noqa: E731
+                where, rms, wb if bias else wb[0])))(x)
+            return fn, [_f(3, 4, 8), _f(8)] + [_f(8)] * bias
         mha = eqx.nn.MultiheadAttention(H, 8, key=jax.random.PRNGKey(0))
         params, static = eqx.partition(mha, eqx.is_array)
         mask = np.tril(np.ones((5, 5), bool))
@@ -161,6 +168,7 @@ def _eqx(case):
 ATTN = {"Attention": 1, "AttentionBackward": 1}
 LN = {"LayerNorm": 1, "LayerNormBackwardInput": 1, "LayerNormBackwardGamma": 1}
 RMS = {"RmsNorm": 1, "RmsNormBackwardInput": 1, "RmsNormBackwardGamma": 1}
+GN = {"GroupNorm": 1, "GroupNormBackwardInput": 1, "GroupNormBackwardGamma": 1}
 CASES = {  # name: ((fn, argument makers), the kinds in the recognised gradient program)
     "softmax": ((jax.nn.softmax, [_f(3, 4, 5)]), {"Softmax": 1}),
     "softmax_2d": ((jax.nn.softmax, [_f(6, 9)]), {"Softmax": 1}),
@@ -190,6 +198,18 @@ CASES = {  # name: ((fn, argument makers), the kinds in the recognised gradient 
                                                      "LayerNormBackwardInput": 1}),
     "eqx_layer_norm": (_eqx("layer_norm"), LN),
     "eqx_attention": (_eqx("attention"), ATTN),
+    "softmax_axis1": ((lambda x: jax.nn.softmax(x, axis=1), [_f(3, 4, 5)]), {"Softmax": 1}),
+    "flax_group_norm": (_flax(fnn.GroupNorm(num_groups=4), (2, 3, 4, 8)), GN),
+    "flax_group_norm_2pass": (_flax(fnn.GroupNorm(num_groups=2, use_fast_variance=False,
+                                                  epsilon=1e-3), (2, 5, 8)), GN),
+    "flax_group_norm_one_group": (_flax(fnn.GroupNorm(num_groups=1), (3, 8)), GN),
+    "flax_group_norm_no_bias": (_flax(fnn.GroupNorm(num_groups=None, group_size=2,
+                                                    use_bias=False), (2, 3, 8)), GN),
+    "flax_group_norm_no_scale": (_flax(fnn.GroupNorm(num_groups=2, use_scale=False),
+                                       (2, 3, 8)), {"GroupNorm": 1,
+                                                    "GroupNormBackwardInput": 1}),
+    "eqx_rms_norm": (_eqx("rms_norm"), RMS),
+    "eqx_rms_norm_no_bias": (_eqx("rms_norm_no_bias"), RMS),
     "gelu_tanh": ((jax.nn.gelu, [_f(4, 6)]), {"ActivationBackward": 1}),
     "gelu_erf": ((lambda x: jax.nn.gelu(x, approximate=False), [_f(4, 6)]),
                  {"ActivationBackward": 1}),
@@ -230,8 +250,15 @@ def test_recognised_kinds(name):
     assert not set(plain) & set(kinds)
 
 
+# variants of a formula whose numerics cost seconds on MLX: their kinds are checked above by
+# default, their numerics in the slow step
+SLOW_NUMERICS = {"flax_group_norm_2pass", "flax_group_norm_one_group",
+                 "flax_group_norm_no_bias", "flax_group_norm_no_scale", "eqx_rms_norm_no_bias"}
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_NUMERICS
+                                  else n for n in CASES])
 def test_recognised_numerics(name, backend):
     (fn, makers), _ = _case(name)
     args = _args(makers)
@@ -257,7 +284,11 @@ def _ln(x, var, eps_inside=True):
 
 NEAR_MISSES = {
     "softmax_without_max": lambda x: jnp.exp(x) / jnp.sum(jnp.exp(x), -1, keepdims=True),
-    "softmax_over_axis0": lambda x: jax.nn.softmax(x, axis=0),
+    "softmax_max_and_sum_over_other_axes": lambda x: (lambda e: e / jnp.sum(
+        e, 1, keepdims=True))(jnp.exp(x - jnp.max(x, 0, keepdims=True))),
+    "softmax_over_two_axes": lambda x: jax.nn.softmax(x, axis=(0, 1)),
+    "group_norm_stats_over_batch": lambda x: fnn.GroupNorm(
+        num_groups=2, reduction_axes=(0, 1), use_scale=False, use_bias=False).apply({}, x),
     "rms_eps_outside": lambda x: x * (jax.lax.rsqrt(jnp.mean(x ** 2, -1, keepdims=True))
                                       + 1e-5),
     "rms_mean_over_axis0": lambda x: x * jax.lax.rsqrt(jnp.mean(x ** 2, 0, keepdims=True)
@@ -272,6 +303,33 @@ NEAR_MISSES = {
     "layer_norm_mean_over_axis0": lambda x: fnn.LayerNorm(reduction_axes=0, use_scale=False,
                                                           use_bias=False).apply({}, x),
 }
+
+
+ATTRS = {  # a formula, its input's shape, the kind and the attributes it is recognised with
+    "softmax_axis0": (lambda x: jax.nn.softmax(x, axis=0), (3, 4, 5), "Softmax", {"axis": 0}),
+    "softmax_axis-2": (lambda x: jax.nn.softmax(x, axis=-2), (3, 4, 5), "Softmax",
+                       {"axis": 1}),
+    "softmax_axis-1": (jax.nn.softmax, (3, 4), "Softmax", {"axis": 1}),
+    "group_norm_4": (lambda x: fnn.GroupNorm(num_groups=4, use_scale=False, use_bias=False,
+                                             epsilon=1e-3).apply({}, x),
+                     (2, 3, 2, 8), "GroupNorm", {"num_groups": 4, "eps": np.float32(1e-3)}),
+    "group_norm_size_1": (lambda x: fnn.GroupNorm(num_groups=None, group_size=1,
+                                                  use_bias=False).apply(
+        {"params": {"scale": jnp.ones(6)}}, x), (2, 5, 6), "GroupNorm",
+        {"num_groups": 6, "eps": np.float32(1e-6)}),
+}
+
+
+@pytest.mark.parametrize("name", ATTRS)
+def test_recognised_attributes(name):
+    """The kind gets the formula's own axis, group count and eps, forward and backward (the
+    Softmax and GroupNorm nodes of the gradient program carry the same attributes)."""
+    fn, shape, kind, attrs = ATTRS[name]
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    for prog in (fn, jax.grad(_loss(fn, [x]))):
+        got = [{k: n.attrs[k] for k in attrs} for n in recognize(rlx_jax.trace(prog, x)).walk()
+               if n.kind.name.startswith(kind)]
+        assert got and all(a == attrs for a in got), got
 
 
 def _attention_formula(q, k, v, depth=None):

@@ -9,6 +9,10 @@ and the attention of nn.MultiheadAttention, each under jax.vmap as they are call
 (softmax_cross_entropy_with_integer_labels) and the usual hand-written RMSNorm; each forward
 alone and as the joint forward + backward of `jax.vjp` (backward outputs read the forward's
 residuals). A library that is not installed only leaves its templates out.
+
+Appended below: jax.nn.softmax over any one axis, flax GroupNorm (with and without scale / bias,
+both variances) and equinox RMSNorm (with and without its bias), whose axis and group count are
+read off the user's graph (`Reference.derive`).
 """
 import functools
 import sys
@@ -209,6 +213,79 @@ for _name, _fn, _fn_used in (("gelu_tanh", jax.nn.gelu, "tanh"),
                              ("silu", jax.nn.silu, "sigmoid")):
     _pair(_name, f"jax.nn.{_name}", _fn, "x", 1, lambda r: _x(r, "x", "dy"), _vec(""),
           ranks=(2,), trigger={(K.Activation, _fn_used)})
+
+
+# ---- softmax over any one axis: the axis is read off the user's max ----
+def _softmax_axis(template, user):
+    """{"axis": k} from the axes of the user's Reduce max (one axis), else None."""
+    got = [user(n.out) for n in template.nodes if n.kind is K.Reduce and n.attrs["fn"] == "max"]
+    axes = got[0].node.attrs["axes"] if got and got[0] is not None else ()
+    return {"axis": axes[0]} if len(axes) == 1 else None
+
+
+def _softmax_at(x, *, axis=-1):
+    return jax.nn.softmax(x, axis=axis)
+
+
+_pair("softmax_axis", "jax.nn.softmax(axis=k)", _softmax_at, "x", 1,
+      lambda r: _x(r, "x", "dy"), _vec(""), trigger={(K.Activation, "exp")},
+      derive=_softmax_axis)
+
+
+# ---- flax GroupNorm (x[N, ..., C]); the group count is read off the user's reshape of x ----
+def _flax_gn(scale=True, bias=True, fast=True):
+    def gn(x, *gb, eps, num_groups=None):
+        import flax.linen as fnn
+        num_groups = num_groups or x.shape[-1] // 3      # templates: C // 3 groups
+        m = fnn.GroupNorm(num_groups=num_groups, epsilon=eps, use_scale=scale, use_bias=bias,
+                          use_fast_variance=fast)
+        names = ("scale",) * scale + ("bias",) * bias
+        return m.apply({"params": dict(zip(names, gb))}, x)
+    return gn
+
+
+def _groups(template, user):
+    """{"num_groups": G} from the user's reshape of x to [N, ..., G, C/G], else None."""
+    for n in template.nodes:
+        if n.kind is K.Reshape and n.inputs[0].node.kind is K.Input and \
+                n.inputs[0].node.attrs["index"] == 0 and user(n.out) is not None:
+            return {"num_groups": user(n.out).shape[-2]} if user(n.out).ndim >= 3 else None
+    return None
+
+
+def _gn_example(*vecs):
+    """Template r: rank |r|, C = 6 (two groups) or, when r < 0, C = 3 (one group: the
+    transposes of flax's jnp.repeat differ there)."""
+    def example(r):
+        c = 6 if r > 0 else 3
+        return {**_x(abs(r), "x", "dy", dim=c), **_x(1, *vecs, dim=c)}
+    return example
+
+
+GN = {**NORM, "derive": _groups, "ranks": (2, 3, -2, -3)}
+_pair("gn", "flax GroupNorm", _flax_gn(), "xgb", 3, _gn_example("g", "b"), _vec("gb"), **GN)
+_pair("gn2", "flax GroupNorm(use_fast_variance=False)", _flax_gn(fast=False), "xgb", 3,
+      _gn_example("g", "b"), _vec("gb"), **GN)
+_pair("gn_nobias", "flax GroupNorm(use_bias=False)", _flax_gn(bias=False), "xg", 2,
+      _gn_example("g"), _vec("g"), **GN)
+_pair("gn_noscale", "flax GroupNorm(use_scale=False)", _flax_gn(scale=False), "xb", 2,
+      _gn_example("b"), _vec("b"), **GN)
+_pair("gn_noaffine", "flax GroupNorm(use_scale=False, use_bias=False)",
+      _flax_gn(False, False), "x", 1, _gn_example(), _vec(""), **GN)
+
+
+# ---- equinox RMSNorm(D) (use_bias True by default) under jax.vmap ----
+def _eqx_rms(x, g, *b, eps):
+    import equinox as eqx
+    m = eqx.nn.RMSNorm(x.shape[-1], eps=eps, use_bias=bool(b))
+    m = eqx.tree_at(lambda m: (m.weight, m.bias) if b else m.weight, m, (g, *b) if b else g)
+    return _vmapped(m, x.ndim - 1)(x)
+
+
+_pair("eqx_rms", "equinox RMSNorm", _eqx_rms, "xgb", 3, _norm_example("g", "b"), _vec("gb"),
+      **NORM)
+_pair("eqx_rms_nobias", "equinox RMSNorm(use_bias=False)", _eqx_rms, "xg", 2,
+      _norm_example("g"), _vec("g"), **NORM)
 
 # (jax.grad of a log_softmax alone has no log: its backward reads only exp(x - max))
 _pair("log_softmax", "jax.nn.log_softmax", jax.nn.log_softmax, "x", 1,

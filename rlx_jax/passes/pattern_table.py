@@ -175,3 +175,41 @@ PATTERNS = [
 ] + [p for fn in ("gelu_tanh", "gelu", "silu") for p in _fwd_bwd(fn, _act(fn), _act_grad(fn))] + [
     *_fwd_bwd("log_softmax", _log_softmax, _log_softmax_grad),
 ]
+
+
+# ---- softmax over any one axis, flax GroupNorm, equinox RMSNorm ----
+def _softmax_k(b, o, p, root):
+    return emit(b, K.Softmax, (o["x"],), {"axis": p["axis"] % o["x"].ndim})
+
+
+def _softmax_k_grad(b, o, p, root):
+    """dx = y·(dy − Σ_axis dy·y) on the Softmax node."""
+    y, dy = _softmax_k(b, o, p, root), o["dy"]
+    s = b.reduce("sum", b.binary("mul", dy, y), (p["axis"] % y.ndim,), keepdims=True)
+    return b.binary("mul", y, b.binary("sub", dy, s))
+
+
+def _group(kind, names):
+    """A GroupNorm kind (gamma = 1 / beta = 0 where the formula lacks its scale / bias); x
+    must be [N, ..., C] with C divisible by the group count."""
+    def replace(b, o, p, root):
+        x, groups = o["x"], int(p["num_groups"])
+        if x.ndim < 2 or groups < 1 or x.shape[-1] % groups:
+            return None
+        o = {"g": b.const(np.ones(x.shape[-1:], x.dtype)),
+             "b": b.const(np.zeros(x.shape[-1:], x.dtype)), **o}
+        return emit(b, kind, tuple(o[n] for n in names),
+                    {"num_groups": groups, "eps": float(p["eps"])})
+    return replace
+
+
+GN_FWD, GN_DX = _group(K.GroupNorm, "xgb"), _group(K.GroupNormBackwardInput, ("x", "g", "dy"))
+GN_DG = _group(K.GroupNormBackwardGamma, ("x", "dy"))
+PATTERNS += [
+    *_fwd_bwd("softmax_axis", _softmax_k, _softmax_k_grad),
+    *_fwd_bwd("gn", GN_FWD, GN_DX, GN_DG), *_fwd_bwd("gn2", GN_FWD, GN_DX, GN_DG),
+    *_fwd_bwd("gn_nobias", GN_FWD, GN_DX, GN_DG), *_fwd_bwd("gn_noscale", GN_FWD, GN_DX),
+    *_fwd_bwd("gn_noaffine", GN_FWD, GN_DX),
+    *_fwd_bwd("eqx_rms", _norm(K.RmsNorm, "xgb", has_beta=True), RMS_DX, RMS_DG),
+    *_fwd_bwd("eqx_rms_nobias", RMS_FWD, RMS_DX, RMS_DG),
+]

@@ -17,7 +17,9 @@ Matching a pattern at a node of the user's graph takes two steps:
    eq, ne) match in either order.
 2. exact: the reference is traced again at the bound inputs' shapes and dtypes with the bound
    parameter values, and compared node by node with the user's subgraph: kinds, every
-   attribute, shapes, dtypes and constant values. Only an exact match fires.
+   attribute, shapes, dtypes and constant values. Only an exact match fires. A parameter that
+   is neither a shape nor a scalar marker (softmax's axis, GroupNorm's group count) is derived
+   from the user's values the loose match bound (`Reference.derive`) and re-traced likewise.
 
 An output that is a sum (a Binary add) is matched as an n-ary sum: JAX accumulates a value's
 cotangent contributions in the order its uses are transposed, so the terms of the reference's
@@ -47,15 +49,19 @@ class Reference:
     those of the bound ones (by default every input must be bound); params: {name: marker},
     the scalar parameters, traced with their marker in the template; ranks: the template
     ranks; trigger: (kind, fn) pairs every graph the formula can occur in contains (a cheap
-    test before any template is traced). `name` identifies the formula (the traced graphs are
-    cached on disk under it, passes/template_cache.py): no two references share one."""
+    test before any template is traced); derive(template, user): {name: value} of the
+    parameters read off the user's subgraph (user(v): the user value the loose match bound to
+    template value v, or None), or None to decline; the template is traced with fn's
+    defaults for them. `name` identifies the formula (the traced graphs are cached on disk
+    under it, passes/template_cache.py): no two references share one."""
 
     def __init__(self, name, fn, inputs, example, *, fill=None, params=None, ranks=(2, 3),
-                 trigger=()):
+                 trigger=(), derive=None):
         self.name, self.fn, self.inputs = name, fn, tuple(inputs)
         self.example, self.fill = example, fill
         self.params = dict(params or {})
         self.ranks, self.trigger = tuple(ranks), frozenset(trigger)
+        self.derive = derive
 
     @functools.lru_cache(maxsize=256)
     def graph(self, types, params):
@@ -251,6 +257,13 @@ def variables(graph, params):
     return out
 
 
+def _bound_to(env, v):
+    """The user value a loose match bound to template value v (None if none)."""
+    if v.node.kind is K.Input:
+        return env.get(("in", v.node.attrs["index"]))
+    return env.get(v.id)
+
+
 @functools.lru_cache(maxsize=None)
 def _loose(pattern, rank):
     """(template root, its matcher, its sum's terms or None) of `pattern` at `rank`."""
@@ -278,6 +291,11 @@ def match(pattern, u, stop, uterms=None):
                   if ("var", k) in env}
         if len(params) != len(ref.params):
             continue
+        if ref.derive is not None:
+            more = ref.derive(ref.template(rank), functools.partial(_bound_to, env))
+            if more is None:
+                continue
+            params = {**params, **more}
         types = ref.types(bound)
         if types is None:
             continue
