@@ -58,7 +58,8 @@ def test_hyperparameters_are_read_back_as_written():
     p = _params()
     graph = recognize(rlx_jax.trace(_step(opt), p, opt.init(p), _grads(p, 1)))
     node = next(n for n in graph.nodes if n.kind is K.AdamUpdate)
-    assert node.attrs == {"lr": 3e-4, "b1": 0.8, "b2": 0.99, "eps": 1e-6, "eps_root": 0.0}
+    assert node.attrs == {"lr": 3e-4, "b1": 0.8, "b2": 0.99, "eps": 1e-6, "eps_root": 0.0,
+                          "weight_decay": 0.0}
     assert len(node.inputs) == 1 + 4 * 4 and len(node.outputs) == 1 + 3 * 4
 
 
@@ -104,7 +105,7 @@ def test_single_node_matches_reference(backend):
     leaves = [r.uniform(-1, 1, s).astype(np.float32) for _ in range(3) for s in shapes] + \
         [r.uniform(0, 1, s).astype(np.float32) for s in shapes]
     args = [np.asarray(6, np.int32)] + leaves
-    attrs = dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0)
+    attrs = dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, weight_decay=0.0)
     graph, node = single_node_graph(K.AdamUpdate, [(a.shape, a.dtype) for a in args], attrs)
     be = all_backends()[backend]
     legal = legalize(graph, kept_kinds(be), backend=backend)
@@ -127,8 +128,6 @@ def test_coreml_updates_small_leaves_in_one_batch():
 
 
 NEAR_MISSES = {
-    # adamw's weight decay term between the Adam direction and the learning rate
-    "adamw": lambda: optax.adamw(1e-3, weight_decay=1e-2),
     # a schedule: the learning rate is a traced value of the count, not a constant
     "schedule": lambda: optax.adam(optax.linear_schedule(1e-3, 1e-4, 10)),
     # eps_root > 0 adds it inside the square root
@@ -208,3 +207,35 @@ def test_adam_in_a_training_loop_body(backend):
     got, want = rlx_jax.jit(train, backend=backend)(p, s), jax.jit(train)(p, s)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(
         np.asarray(a), np.asarray(b), rtol=RTOL, atol=ATOL), got, want)
+
+
+ADAMW = {
+    "adamw": (lambda: optax.adamw(2e-3, weight_decay=1e-2), [0.01]),
+    # the mask leaves the bias undecayed: its leaf is plain Adam, a group of its own
+    "adamw_mask": (lambda: optax.adamw(2e-3, weight_decay=1e-2,
+                                       mask=lambda p: {k: k != "b" for k in p}), [0.0, 0.01]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(ADAMW))
+def test_adamw_is_adam_with_weight_decay(name, backend):
+    """Given:  optax.adamw (weight decay added to the direction before the learning rate),
+               with and without a mask
+       Result: AdamUpdate nodes with weight_decay (0.0 for the masked-out leaves); two steps
+               equal jax.jit's"""
+    make, decays = ADAMW[name]
+    opt = make()
+    p = _params()
+    s = opt.init(p)
+    graph = recognize(rlx_jax.trace(_step(opt), p, s, _grads(p, 0)))
+    nodes = [n for n in graph.nodes if n.kind is K.AdamUpdate]
+    assert sorted(n.attrs["weight_decay"] for n in nodes) == decays
+    assert graph.op_counts() == {"AdamUpdate": len(decays)}
+    fast = rlx_jax.jit(_step(opt), backend=backend)
+    want = got = (p, s)
+    for i in range(2):
+        g = _grads(p, 20 + i)
+        want, got = jax.jit(_step(opt))(*want, g), fast(*got, g)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(
+            np.asarray(a), np.asarray(b), rtol=RTOL, atol=ATOL), got, want)

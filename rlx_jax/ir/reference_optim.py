@@ -1,19 +1,23 @@
 """Reference semantics of the optimizer-update kinds (ir.ops.OPTIMIZER), as jnp code of the
 node's operands and attributes.
 
-AdamUpdate is one step of `optax.adam(lr, b1, b2, eps, eps_root)` followed by
-`optax.apply_updates`, over a group of k parameter leaves that share the step count:
+AdamUpdate is one step of `optax.adam(lr, b1, b2, eps, eps_root)` (or of `optax.adamw` with
+its `weight_decay`) followed by `optax.apply_updates`, over a group of k parameter leaves that
+share the step count:
 
     operands  count (int32 scalar: the state's count before the step), p_1..p_k, g_1..g_k,
               mu_1..mu_k, nu_1..nu_k (each leaf's p, g, mu and nu of one shape and float dtype)
-    attrs     lr, b1, b2, eps, eps_root (Python floats, as passed to optax.adam)
+    attrs     lr, b1, b2, eps, eps_root, weight_decay (Python floats, as passed to optax;
+              weight_decay 0.0 for adam)
     results   count', p'_1..p'_k, mu'_1..mu'_k, nu'_1..nu'_k
 
 with optax's own formulas, operation for operation (so the rounding is the same):
 
     count' = count + 1, saturating at the int32 maximum (optax.safe_increment)
     mu'    = (1 - b1)·g + b1·mu                 nu' = (1 - b2)·g² + b2·nu
-    p'     = p + (-lr)·((mu' / (1 - b1^count')) / (sqrt(nu' / (1 - b2^count') + eps_root) + eps))
+    u      = (mu' / (1 - b1^count')) / (sqrt(nu' / (1 - b2^count') + eps_root) + eps)
+    p'     = p + (-lr)·u                         (adam)
+    p'     = p + (-lr)·(u + weight_decay·p)      (adamw: weight_decay > 0)
 """
 import jax.numpy as jnp
 
@@ -27,7 +31,7 @@ def adam_leaves(operands):
     return (count,) + tuple(tuple(rest[i * k:(i + 1) * k]) for i in range(4))
 
 
-def adam_update(count, *leaves, lr, b1, b2, eps, eps_root):
+def adam_update(count, *leaves, lr, b1, b2, eps, eps_root, weight_decay=0.0):
     """AdamUpdate (module docstring): (count', *p', *mu', *nu')."""
     _, ps, gs, mus, nus = adam_leaves((count,) + leaves)
     top = jnp.iinfo(count.dtype).max
@@ -35,9 +39,12 @@ def adam_update(count, *leaves, lr, b1, b2, eps, eps_root):
     mu = [(1 - b1) * g + b1 * m for g, m in zip(gs, mus)]
     nu = [(1 - b2) * (g * g) + b2 * v for g, v in zip(gs, nus)]
     bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
-    new_p = [p + (-lr) * ((m / bc1.astype(m.dtype)) /
-                          (jnp.sqrt(v / bc2.astype(v.dtype) + eps_root) + eps))
-             for p, m, v in zip(ps, mu, nu)]
+    new_p = []
+    for p, m, v in zip(ps, mu, nu):
+        u = (m / bc1.astype(m.dtype)) / (jnp.sqrt(v / bc2.astype(v.dtype) + eps_root) + eps)
+        if weight_decay:
+            u = u + weight_decay * p
+        new_p.append(p + (-lr) * u)
     return (step, *new_p, *mu, *nu)
 
 

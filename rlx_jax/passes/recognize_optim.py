@@ -15,8 +15,9 @@ The exact match also finds the leaf's mu', nu' and count' in the user's graph. L
 same count', hyperparameters and dtype form one group: a single AdamUpdate node replaces all of
 their p', mu', nu' and the shared count', emitted where the first of them was (every operand of
 the group must exist there, as it does when the update follows the whole gradient). Anything
-else, a learning-rate schedule, `eps_root` other than 0, adamw's weight decay, a `mu_dtype`,
-is not this formula and stays in primitives.
+else, a learning-rate schedule, `eps_root` other than 0, a weight-decay mask, a `mu_dtype`,
+is not this formula and stays in primitives. `optax.adamw` (its weight decay added to the
+direction before the learning rate, mask=None) is the same kind with `weight_decay`.
 """
 import numpy as np
 
@@ -25,13 +26,16 @@ from ..ir.rewrite import dce, rewrite
 from .patterns import Matcher, Reference, signature, variables
 
 MARKERS = {"nlr": 0.0123, "b1": 0.8765, "b2": 0.98765, "eps": 3.21e-7}
+WD_MARKER = {"wd": 0.0345}                      # adamw's weight_decay
 
 
-def _optax_adam_leaf(p, g, mu, nu, count, *, nlr, b1, b2, eps):
-    """One leaf of optax.adam(-nlr, b1, b2, eps) + apply_updates: (p', mu', nu', count')."""
+def _optax_adam_leaf(p, g, mu, nu, count, *, nlr, b1, b2, eps, wd=None):
+    """One leaf of optax.adam(-nlr, b1, b2, eps) (optax.adamw(..., weight_decay=wd) when wd is
+    given) + apply_updates: (p', mu', nu', count')."""
     import jax
     import optax
-    opt = optax.adam(learning_rate=-nlr, b1=b1, b2=b2, eps=eps)
+    opt = optax.adam(learning_rate=-nlr, b1=b1, b2=b2, eps=eps) if wd is None else \
+        optax.adamw(learning_rate=-nlr, b1=b1, b2=b2, eps=eps, weight_decay=wd)
     state = jax.tree.unflatten(jax.tree.structure(opt.init(p)), [count, mu, nu])
     updates, state = opt.update(g, state, p)
     adam = state[0]
@@ -52,10 +56,12 @@ def _fill(bound):
 # float32 leaves (mixed-precision training keeps float32 master weights). In a bfloat16 or
 # float16 leaf's formula b1 is both a float32 constant (its bias correction) and a rounded
 # 16-bit one, so one pattern variable cannot stand for it: such leaves stay primitives.
-ADAMS = (Reference("optax.adam + optax.apply_updates", _optax_adam_leaf,
-                   ("p", "g", "mu", "nu", "count"), _example(np.float32), fill=_fill,
-                   params=MARKERS, ranks=(1,),
-                   trigger={(K.Activation, "sqrt"), (K.Binary, "pow")}),)
+ADAMS = tuple(Reference(name, _optax_adam_leaf, ("p", "g", "mu", "nu", "count"),
+                        _example(np.float32), fill=_fill, params=params, ranks=(1,),
+                        trigger={(K.Activation, "sqrt"), (K.Binary, "pow")})
+              for name, params in (("optax.adam + optax.apply_updates", MARKERS),
+                                   ("optax.adamw + optax.apply_updates",
+                                    {**MARKERS, **WD_MARKER})))
 
 
 def decimal(value):
@@ -80,9 +86,9 @@ def match_leaf(ref, u, template, loose):
     if env is None:
         return None
     bound = {n: env[("in", i)] for i, n in enumerate(ref.inputs) if ("in", i) in env}
-    if not all(("var", k) in env for k in MARKERS):
+    if not all(("var", k) in env for k in ref.params):
         return None
-    params = {k: decimal(env[("var", k)].attrs["value"]) for k in MARKERS}
+    params = {k: decimal(env[("var", k)].attrs["value"]) for k in ref.params}
     types = ref.types(bound)
     if types is None or len({t for t in types[:4]}) != 1 or types[0][1].kind != "f":
         return None
@@ -166,7 +172,7 @@ def recognize_optimizers(graph):
             p = leaves[0].params
             made[gi] = b.add(K.AdamUpdate, operands, {
                 "lr": -p["nlr"], "b1": p["b1"], "b2": p["b2"], "eps": p["eps"],
-                "eps_root": 0.0})
+                "eps_root": 0.0, "weight_decay": p.get("wd", 0.0)})
         return made[gi][index]
     new, count = rewrite(graph, replace, "recognising optimizer updates")
     return dce(new).verify() if count else graph

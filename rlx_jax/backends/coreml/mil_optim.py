@@ -30,7 +30,8 @@ def _corrections(ctx, count, a):
 
 
 def _chain(ctx, a, p, g, mu, nu, bc1, bc2):
-    """(p', mu', nu') of one leaf or one batch of leaves: optax's formulas, 14 ops."""
+    """(p', mu', nu') of one leaf or one batch of leaves: optax's formulas, 14 ops (16 with
+    adamw's weight decay)."""
     mb = ctx.mb
 
     def c(value):
@@ -41,8 +42,10 @@ def _chain(ctx, a, p, g, mu, nu, bc1, bc2):
     if a["eps_root"]:
         vhat = mb.add(x=vhat, y=c(a["eps_root"]))
     den = mb.add(x=mb.sqrt(x=vhat), y=c(a["eps"]))
-    step = mb.mul(x=c(-a["lr"]), y=mb.real_div(x=mb.real_div(x=m, y=bc1), y=den))
-    return mb.add(x=p, y=step), m, v
+    u = mb.real_div(x=mb.real_div(x=m, y=bc1), y=den)
+    if a["weight_decay"]:
+        u = mb.add(x=u, y=mb.mul(x=c(a["weight_decay"]), y=p))
+    return mb.add(x=p, y=mb.mul(x=c(-a["lr"]), y=u)), m, v
 
 
 def _flat(ctx, var, shape):

@@ -27,7 +27,10 @@ def _adam_update(ctx, node, count, *leaves):
         vhat = v / bc2.astype(v.dtype)
         if eps_root:
             vhat = vhat + eps_root
-        new_p.append(p + (-lr) * ((m / bc1.astype(m.dtype)) / (mx.sqrt(vhat) + eps)))
+        u = (m / bc1.astype(m.dtype)) / (mx.sqrt(vhat) + eps)
+        if a["weight_decay"]:
+            u = u + a["weight_decay"] * p
+        new_p.append(p + (-lr) * u)
         new_mu.append(m)
         new_nu.append(v)
     return (step, *new_p, *new_mu, *new_nu)
