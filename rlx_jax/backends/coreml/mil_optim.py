@@ -12,6 +12,7 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from ...ir.reference_optim import adam_leaves
+from .mil_elementwise import MIL_DTYPE
 from .table import mil_rule
 
 BATCH_ELEMENTS = 1 << 16
@@ -73,8 +74,8 @@ def _adam_update(ctx, node, count, *operands):
     a = node.attrs
     _, ps, gs, mus, nus = adam_leaves((count,) + operands)
     step, bc1, bc2 = _corrections(ctx, count, a)
-    bc = tuple(ctx.mb.cast(x=b, dtype=_dtype_name(ps[0])) if _dtype_name(ps[0]) != "fp32" else b
-               for b in (bc1, bc2))
+    dtype = MIL_DTYPE[ctx.np_dtype(ps[0]).name]       # the float32 corrections, in the leaves'
+    bc = tuple(b if dtype == "fp32" else ctx.mb.cast(x=b, dtype=dtype) for b in (bc1, bc2))
     shapes = [v.shape for v in node.inputs[1:1 + len(ps)]]
     leaves = list(zip(ps, gs, mus, nus))
     small = [i for i, s in enumerate(shapes) if int(np.prod(s)) <= BATCH_ELEMENTS]
@@ -87,8 +88,3 @@ def _adam_update(ctx, node, count, *operands):
         if results[i] is None:
             results[i] = _chain(ctx, a, *leaves[i], *bc)
     return (step,) + tuple(r[j] for j in range(3) for r in results)
-
-
-def _dtype_name(var):
-    from coremltools.converters.mil.mil import types
-    return types.builtin_to_string(var.dtype)
