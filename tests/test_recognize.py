@@ -120,12 +120,14 @@ def test_inexact_patterns_do_not_fire(name):
 
 
 def test_recognition_without_flax_or_optax_installed():
-    """The package needs neither flax nor optax (they are test extras): in a process where
-    both fail to import, rlx_jax imports and recognises the formulas that need neither."""
+    """The package needs neither flax, optax nor equinox (they are test extras): in a process
+    where all three fail to import, rlx_jax imports and recognises the formulas that need
+    none of them."""
     import subprocess
     import sys
     code = (
-        "import sys; sys.modules['flax'] = None; sys.modules['optax'] = None\n"
+        "import sys\n"
+        "for m in ('flax', 'optax', 'equinox'): sys.modules[m] = None\n"
         "import jax, jax.numpy as jnp, numpy as np, rlx_jax\n"
         "f = lambda x, g: x * jax.lax.rsqrt(jnp.mean(x**2, -1, keepdims=True) + 1e-6) * g\n"
         "x, g = np.ones((3, 5), np.float32), np.ones(5, np.float32)\n"
