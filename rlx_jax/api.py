@@ -89,11 +89,17 @@ class Compiled:
     def __init__(self, executable, lowered, output=_options.DEFAULT_OUTPUT):
         self.executable = executable
         self.lowered = lowered
-        self.runtime = getattr(executable, "runtime", lowered.backend.name)
         self.output = output
         self._convert = None if getattr(executable, "converts_output", False) else \
             lowered.backend.output_converter(output)
         self._keys = lowered.keys          # arguments.KeyBoundary, or None
+
+    @property
+    def runtime(self):
+        """What runs the program, read at each access: "mlx-compiled" / "mlx-eager" (after an
+        mx.compile failure on the first call, say), "mil-reference" / "coreml", "xla", with
+        "+host" when host segments run too."""
+        return getattr(self.executable, "runtime", self.lowered.backend.name)
 
     def call_flat(self, leaves):
         if self._keys is not None:

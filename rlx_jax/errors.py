@@ -18,7 +18,15 @@ class LegalizationError(RlxError):
 
 
 class LoweringError(RlxError):
-    """A backend rule could not lower a node it claims (e.g. a dtype or attribute it lacks)."""
+    """A node could not be lowered. Raised as it is, it is a bug: an exception inside a lowering
+    rule (MIL, MLX, a decomposition), named with the node, the user's file:line and the rule,
+    the original exception chained; it surfaces under every `fallback` setting."""
+
+
+class RefusalError(LoweringError):
+    """A rule declines a node on purpose, with its reason (a configuration the backend cannot
+    express: a bitwise op on Core ML, a dtype MLX lacks). The only error that sends a node to
+    the host under fallback="host"; with fallback="error" the program is refused, naming it."""
 
 
 class BadArgumentError(RlxError, TypeError):

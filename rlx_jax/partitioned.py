@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from .backends.base import all_backends, kept_kinds
-from .errors import LoweringError
+from .errors import RefusalError
 from .ir.ops import OpKind
 from .passes.legalize import legalize
 from .passes.partition import DEVICE
@@ -68,9 +68,6 @@ class PartitionedExecutable:
                 form = "jax"
             self.steps.append((s, exe, form))
         self.form = FORMS[backend.name]
-        device = [exe for s, exe, _ in self.steps if s.placement == DEVICE]
-        self.runtime = (getattr(device[0], "runtime", backend.name) if device else "none") \
-            + "+host"
         self._inputs = [(n.out.id, n.attrs["index"]) for n in graph.nodes
                         if n.kind is OpKind.Input]
         self._consts = {n.out.id: n.attrs["value"] for n in graph.nodes
@@ -79,6 +76,14 @@ class PartitionedExecutable:
         self.output = output
         self._convert = backend.output_converter(output)
         self._held = None           # per output: can the device backend's array form hold it
+
+    @property
+    def runtime(self):
+        """The device segments' runtime (read now: MLX may fall back to eager on a first call),
+        with "+host"."""
+        device = [exe for s, exe, _ in self.steps if s.placement == DEVICE]
+        names = sorted({getattr(exe, "runtime", self.placement.backend.name) for exe in device})
+        return ("/".join(names) if names else "none") + "+host"
 
     def __call__(self, *args):
         env = {vid: {"arg": args[i]} for vid, i in self._inputs}
@@ -111,7 +116,7 @@ class PartitionedExecutable:
                 try:
                     get(v, self.form)
                     self._held.append(True)
-                except LoweringError:         # no such array on the device backend
+                except RefusalError:         # no such array on the device backend
                     self._held.append(False)
         outs, native = [], []
         for i, (v, held) in enumerate(zip(self.placement.graph.outputs, self._held)):

@@ -8,7 +8,8 @@ it on the host. Nothing is dropped silently. A backend that does not claim every
 typed PRNG keys (ir.ops.KEY_KINDS) gets the keys as their uint32 data first
 (decompose/keys.py: physicalize).
 """
-from ..errors import IRTypeError, LegalizationError
+from ..errors import IRTypeError, LegalizationError, RlxError
+from ..ir.interpret import rule_failure
 from ..ir.ops import KEY_KINDS, OpKind
 from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
@@ -23,16 +24,25 @@ def _kept(node, keep, predicates):
     return node.kind in keep and (pred is None or bool(pred(node)))
 
 
-def legalize_once(graph, keep, decomps=DECOMPS, predicates=None):
+def legalize_once(graph, keep, decomps=DECOMPS, predicates=None, backend="?"):
     """One rewrite round. Returns (new graph, number of nodes expanded, unclaimed nodes).
-    `predicates` ({kind: fn(node) -> bool}) narrows the claim on a kind to some nodes."""
+    `predicates` ({kind: fn(node) -> bool}) narrows the claim on a kind to some nodes. An
+    exception inside a decomposition is a bug: a LoweringError naming the node, its line and
+    the decomposition (interpret.rule_failure)."""
     bad = []
     predicates = predicates or {}
 
     def expand(b, n, ins):
         if _kept(n, keep, predicates) or n.kind in BOUNDARY:
             return None
-        res = decomps[n.kind](b, n, *ins) if n.kind in decomps else None
+        rule = decomps.get(n.kind)
+        try:
+            res = rule(b, n, *ins) if rule is not None else None
+        except RlxError as e:
+            rule_failure(backend, n, rule, e)
+            raise
+        except Exception as e:  # noqa: BLE001 - a bug in the decomposition: it surfaces
+            raise rule_failure(backend, n, rule, e) from e
         if res is None:              # no decomposition, or one that does not apply to n
             bad.append(n)
         return res
@@ -75,7 +85,7 @@ def legalize(graph, keep, backend="?", decomps=DECOMPS, fallback="error"):
     if not KEY_KINDS <= keep:        # the backend cannot hold typed keys: their uint32 data
         graph = physicalize(graph)
     for _ in range(MAX_ROUNDS):
-        graph, expanded, bad = legalize_once(graph, keep, decomps, predicates)
+        graph, expanded, bad = legalize_once(graph, keep, decomps, predicates, backend)
         if not expanded:
             break
     if bad and fallback != "host":

@@ -17,6 +17,7 @@ import itertools
 
 import numpy as np
 
+from ..errors import IRTypeError
 from ..ir.graph import Builder, Graph
 from ..ir.interpret import rule_table
 from ..ir.ops import OpKind as K
@@ -133,7 +134,7 @@ def reproduces(kind, operands, attrs, original):
     try:
         b.add(kind, ins, attrs)
         t = DECOMPS[kind](b, b.graph.nodes[-1], *ins)
-    except Exception:  # noqa: BLE001 - an impossible candidate simply does not match
+    except IRTypeError:   # operands of impossible types: the candidate does not match
         return False
     t = t[0] if isinstance(t, (tuple, list)) else t
     return _same(t, original, list(operands))

@@ -1,7 +1,7 @@
 """The Core ML backend object: claims, options, build / convert / cache / run."""
 import time
 
-from ...errors import LoweringError
+from ...errors import RefusalError
 from . import claims, package, package_cache
 from .mil import MIL_RULES, build_program as _build, io_names, load_families
 from .empty import FoldedExecutable, NoProgram, fold_empty
@@ -27,7 +27,7 @@ def write_package(graph, options, path, timings=None, overwrite=True):
     model's signature, so such a graph is refused."""
     folded = fold_empty(graph, constants_on_host=False)
     if folded.graph is None or not folded.keeps_signature():
-        raise LoweringError(
+        raise RefusalError(
             f"Core ML model inputs and outputs cannot be empty (zero-size): "
             f"{folded.dropped()} of `{graph.name}`\n  What to do: export a function without "
             f"empty arguments or results (their values are known without a model), or run it "

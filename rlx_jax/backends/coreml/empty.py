@@ -17,7 +17,7 @@ Given / Result (f(x: f32[0,3], y: f32[2,3]) = (sum(x), concat([x, y]), x * 2)):
 """
 import numpy as np
 
-from ...errors import LoweringError
+from ...errors import RefusalError
 from ...ir.interpret import where
 from ...ir.ops import OpKind as K
 from ...ir.rewrite import copy_node, dce, rewrite
@@ -59,7 +59,7 @@ FOLDS = {  # kind -> fold(builder, node, new operands, which operands are empty)
 
 
 def _refuse(b, node, ins, empty):
-    raise LoweringError(
+    raise RefusalError(
         f"Core ML cannot run {node.kind.name} on a zero-size operand with a non-empty result "
         f"(Core ML has no empty tensors and rlx_jax knows no constant for this result)\n"
         f"  in `{node.text()}`{where(node)}\n"

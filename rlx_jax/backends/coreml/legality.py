@@ -16,7 +16,7 @@ argument is checked against that before it is narrowed (Boundary.to_model).
 """
 import numpy as np
 
-from ...errors import ArgumentRangeError, LoweringError
+from ...errors import ArgumentRangeError, RefusalError
 from ...ir.interpret import where
 from .intervals import input_bounds, intervals
 
@@ -42,7 +42,7 @@ def _mil_type(dtype):
 
 
 def _refuse(v, node, why, todo):
-    raise LoweringError(
+    raise RefusalError(
         f"Core ML cannot hold {v.type_str()} produced by {node.kind.name}: {why}\n"
         f"  in `{node.text()}`{where(node)}\n  What to do: {todo}")
 

@@ -3,14 +3,15 @@
 A node goes to the host when a value it computes, in itself or in its regions, has no Core ML
 type (legality.problems: bfloat16, float64, integers not provably in int32 range, rank > 5),
 when it reads such a value, or when its MIL rule refuses its configuration (bitwise ops, an
-integer convolution, ...). The last is found by building the program once with every rule,
-tolerantly: a refused node records why and leaves a stand-in constant of its output type, so
-one build names every refusal. Zero-size top-level values are folded away before lowering
+integer convolution, ...). The last is found by building the program once with every rule:
+a node whose rule raises a RefusalError (a documented refusal) records why and leaves a
+stand-in constant of its output type, so one build names every refusal. Any other exception
+in a rule is a bug and surfaces as a LoweringError naming the node, its line and the rule. Zero-size top-level values are folded away before lowering
 (empty.py) and are not reasons.
 """
 import numpy as np
 
-from ...errors import RlxError
+from ...errors import RefusalError
 from ...ir.interpret import interpret
 from ...passes.partition import value_reasons
 from .legality import MIL_DTYPES, mil_np_dtype, problems
@@ -44,12 +45,11 @@ class _Tolerant:
             elif id(node) not in self.skip and not _empty(node):
                 try:
                     return rule(ctx, node, *args)
-                except RlxError as e:
+                except RefusalError as e:     # only a documented refusal; a bug surfaces
                     self.refused[id(node)] = str(e).split("\n")[0].split("; use backend")[0]
-                except Exception as e:  # noqa: BLE001 - any failure: the node goes to the host
-                    self.refused[id(node)] = f"the MIL lowering failed: {type(e).__name__}: {e}"
             outs = [_stand_in(ctx, o) for o in node.outputs]
             return outs[0] if len(outs) == 1 else tuple(outs)
+        run.__wrapped__ = rule
         return run
 
 

@@ -5,7 +5,7 @@ a family of their own, which the Activation rule dispatches to). The families (m
 this module; mil.py, the program builder, loads the families."""
 import numpy as np
 
-from ...errors import LoweringError
+from ...errors import RefusalError
 from ...ir.interpret import rule_table
 from . import legality
 
@@ -46,8 +46,8 @@ class MilCtx:
 
 
 def refuse(node, what, todo="use backend='xla' or 'mlx' for this op"):
-    """Raises the LoweringError of a `node` configuration MIL cannot express."""
-    raise LoweringError(f"Core ML cannot express {node.kind.name}: {what}; {todo}")
+    """Raises the RefusalError of a `node` configuration MIL cannot express."""
+    raise RefusalError(f"Core ML cannot express {node.kind.name}: {what}; {todo}")
 
 
 def _extreme(dtype, low):

@@ -7,7 +7,7 @@ import re
 import mlx.core as mx
 import numpy as np
 
-from ...errors import LoweringError
+from ...errors import RefusalError
 from ...ir.interpret import interpret, where
 from ...ir.ops import OpKind
 from . import rules_conv, rules_control, rules_elementwise, rules_index, rules_nn  # noqa: F401
@@ -78,12 +78,12 @@ def check_dtypes(graph):
     """Every value's dtype must exist in MLX on the default device (float64: CPU only)."""
     for v in graph.inputs:
         if np.dtype(v.dtype) not in NP_TO_MX:
-            raise LoweringError(
+            raise RefusalError(
                 f"argument {v.node.attrs['index']} of '{graph.name}' has dtype {v.dtype.name}, "
                 f"which backend 'mlx' does not support; pass float32/float16/bfloat16/int/uint/"
                 f"bool arrays, or use backend='xla'")
     for n, v, why in dtype_problems(graph):
-        raise LoweringError(f"{why}: `{n.text()}`{where(n)}. Use float32 (disable "
+        raise RefusalError(f"{why}: `{n.text()}`{where(n)}. Use float32 (disable "
                             f"jax_enable_x64 or cast), or backend='xla'.")
 
 

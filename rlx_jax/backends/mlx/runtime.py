@@ -33,7 +33,7 @@ from absl import logging
 
 from ... import cache
 from ...cache import CacheDirError
-from ...errors import LoweringError, RlxError
+from ...errors import LoweringError, RefusalError, RlxError
 from .kernel_cache import building_kernels, remove_unloadable
 
 try:
@@ -66,7 +66,7 @@ def mlx_to_np_dtype(dtype):
 def to_mx_dtype(dtype, what="value"):
     dt = np.dtype(dtype)
     if dt not in NP_TO_MX:
-        raise LoweringError(f"backend 'mlx' does not support dtype {dt.name} ({what}); "
+        raise RefusalError(f"backend 'mlx' does not support dtype {dt.name} ({what}); "
                             f"use float32/float16/bfloat16/complex64/int/uint/bool")
     return NP_TO_MX[dt]
 

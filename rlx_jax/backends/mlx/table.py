@@ -2,7 +2,7 @@
 import mlx.core as mx
 import numpy as np
 
-from ...errors import LoweringError
+from ...errors import RefusalError
 from ...ir.interpret import rule_table
 from .runtime import to_mx_dtype
 
@@ -72,7 +72,7 @@ def index_dtype(size):
 
 
 def unsupported(node, what):
-    raise LoweringError(f"backend 'mlx' cannot lower {node.kind.name}: {what}. "
+    raise RefusalError(f"backend 'mlx' cannot lower {node.kind.name}: {what}. "
                         f"Use backend='xla' for this program, or rewrite this op.")
 
 

@@ -5,7 +5,7 @@ them)."""
 import jax
 import numpy as np
 
-from ...errors import LoweringError
+from ...errors import RefusalError
 from ...ir.interpret import interpret, where
 from ...ir.ops import COLLECTIVES, CONTROL, HOST_ONLY, PRIMITIVE, OpKind
 from ...ir.reference import evaluate
@@ -22,10 +22,10 @@ XLA_RULES = {kind: _run for kind in (PRIMITIVE | CONTROL | HOST_ONLY) - {OpKind.
 
 
 def refuse_collectives(graph):
-    """Raises LoweringError for a collective of `graph` over more than one process."""
+    """Raises RefusalError for a collective of `graph` over more than one process."""
     for n in graph.walk():
         if n.kind in COLLECTIVES and n.attrs["axis_size"] > 1:
-            raise LoweringError(
+            raise RefusalError(
                 f"collectives over more than one process run only on backend=\"mlx\" "
                 f"(mx.distributed): `{n.text()}`{where(n)} spans {n.attrs['axis_size']} "
                 f"processes of axis {n.attrs['axis_name']!r}. The xla reference (which also "
