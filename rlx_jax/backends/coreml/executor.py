@@ -3,8 +3,15 @@
 The package is loaded back into a MIL program (coremltools' milproto loader) and evaluated op
 by op: each op is re-issued on constant inputs inside a MIL function, so coremltools' own NumPy
 `value_inference` computes it; ops it lacks or gets wrong have exact NumPy versions (OVERRIDES:
-executor_ops.py and executor_nn.py). This checks lowering semantics; it does not reproduce Core
-ML's float16 or Neural Engine rounding.
+executor_ops.py and executor_nn.py). This checks lowering semantics, not Core ML's speed.
+
+float16 as Core ML computes it: every op computes in the dtype the program gives it. coremltools'
+float16 compute precision (its FP16ComputePrecision pass) types nearly every op float16 and casts
+at the float32 inputs and outputs; each op here takes its float16 operands exactly as float32,
+computes, and its result is rounded to float16 (above 65,504: inf), and the next op computes from
+those values, as a float16 kernel with float32 arithmetic does. The few ops coremltools keeps in
+float32 (casts, cond / while_loop carries, ops with a float32 constant beyond float16's range) stay
+float32, as Core ML's typed execution runs them. The order of a device's sums is not reproduced.
 """
 import logging
 import os
@@ -20,6 +27,15 @@ from .executor_control import BLOCK_OPS, live_ops
 def _np(var):
     from coremltools.converters.mil.mil import types
     return np.dtype(types.nptype_from_builtin(var.dtype))
+
+
+def _widened(v):
+    """A float16 operand as float32 (exact): an op computes from its float16 operands in float32,
+    and `_run` rounds its float16 result once, so no op rounds (or overflows) between its own
+    internal steps, e.g. the x**2 of a variance or the exp of a silu."""
+    if isinstance(v, list):
+        return [_widened(x) for x in v]
+    return np.asarray(v, np.float32) if getattr(v, "dtype", None) == np.float16 else v
 
 
 class MilReferenceExecutor:
@@ -63,7 +79,7 @@ class MilReferenceExecutor:
                 return v.val
             raise LoweringError(f"MIL executor: no value for {v.name} used by {op.op_type}")
 
-        kwargs = {k: [value(x) for x in v] if isinstance(v, (list, tuple)) else value(v)
+        kwargs = {k: _widened([value(x) for x in v] if isinstance(v, (list, tuple)) else value(v))
                   for k, v in op.inputs.items()}
         if op.op_type in BLOCK_OPS:           # cond / while_loop (executor_control.py)
             results = BLOCK_OPS[op.op_type](self, op, env)

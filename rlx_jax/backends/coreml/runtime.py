@@ -24,8 +24,22 @@ def _log_reference_once():
         _REFERENCE_LOGGED.append(True)
         logging.warning(
             "Core ML cannot run on %s; rlx_jax executes the saved .mlpackage with the MIL "
-            "reference executor (checks lowering semantics, not Core ML speed or float16 "
-            "rounding).", sys.platform)
+            "reference executor (checks lowering semantics and float16 rounding, not Core ML "
+            "speed).", sys.platform)
+
+
+def computes_in_float16(spec):
+    """Whether a saved ML program computes in float16: some op of it other than a const or a cast
+    has a float16 result (read off the program, whatever option built it: nearly every op after
+    coremltools' float16 compute precision, or float16 JAX code at either precision)."""
+    from coremltools.proto import MIL_pb2
+    half = MIL_pb2.DataType.Value("FLOAT16")
+
+    def any_half(blocks):
+        return any((op.type not in ("const", "cast")
+                    and any(o.type.tensorType.dataType == half for o in op.outputs))
+                   or any_half(op.blocks) for b in blocks for op in b.operations)
+    return any_half(f.block_specializations[f.opset] for f in spec.mlProgram.functions.values())
 
 
 def _serialized(execute):
@@ -53,15 +67,16 @@ def _argument(i, name):
 class CoremlExecutable:
     """Callable on one array per graph input; returns the outputs as numpy arrays.
 
-    `.runtime` is "coreml" when Core ML runs the package, "mil-reference" otherwise;
-    `.package_path` is the saved .mlpackage."""
+    `.runtime` is "coreml" when Core ML runs the package, "mil-reference" otherwise, with
+    "-float16" where the program computes in float16 (computes_in_float16); `.package_path` is
+    the saved .mlpackage."""
 
     def __init__(self, graph, package_path, input_names, output_names, compute_units):
         self.graph, self.package_path = graph, package_path
         self.input_names, self.output_names = input_names, output_names
         self.boundary = Boundary()
+        import coremltools as ct
         if coreml_runtime_available():
-            import coremltools as ct
             model = ct.models.MLModel(package_path, compute_units=compute_units)
             self._predict = model.predict
             self.runtime = "coreml"
@@ -71,6 +86,8 @@ class CoremlExecutable:
                 _log_reference_once()
                 self._predict = _serialized(MilReferenceExecutor(package_path))
             self.runtime = "mil-reference"
+        if computes_in_float16(ct.utils.load_spec(package_path)):
+            self.runtime += "-float16"
 
     def __call__(self, *args):
         if len(args) != len(self.graph.inputs):
