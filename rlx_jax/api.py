@@ -23,6 +23,9 @@ from .passes.recognize import recognize
 from .placement import place, raise_host, warn_once
 
 
+RECORDERS = []      # lists that each Compiled made is appended to (testing.recorded_programs)
+
+
 class Lowered:
     """A traced and legalized program for one backend and one input signature."""
 
@@ -80,7 +83,10 @@ class Lowered:
             exe = PartitionedExecutable(self._placement, self.name, opts,
                                         self.options.get("output", _options.DEFAULT_OUTPUT))
         self.timings["lower"] = time.perf_counter() - t0
-        return Compiled(exe, self, self.options.get("output", _options.DEFAULT_OUTPUT))
+        compiled = Compiled(exe, self, self.options.get("output", _options.DEFAULT_OUTPUT))
+        for recorder in RECORDERS:           # testing.recorded_programs()
+            recorder.append(compiled)
+        return compiled
 
 
 class Compiled:

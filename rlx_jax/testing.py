@@ -1,8 +1,12 @@
-"""Gradient checks for users' tests: `check_grads`."""
+"""Checks for users' tests: `check_grads` (gradients against jax.grad and finite differences),
+`recorded_programs` and `assert_ran_on_device` (where a compiled program runs)."""
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import api
 from .api import jit
 
 # per dtype: (atol, rtol) against jax.grad, finite-difference step, (atol, rtol) against FD
@@ -114,3 +118,43 @@ def check_grads(f, args, *, backend, order=1, eps=None, atol=None, rtol=None, di
             g = jax.grad(scalar, argnums=tuple(diff))(*vals)
             return sum(jnp.sum(a * b) for a, b in zip(g, v))
         check("order 2 (grad of <grad f, v>)", hvp_proj, leaves)
+
+
+@contextlib.contextmanager
+def recorded_programs():
+    """Collects every `Compiled` that rlx_jax builds while the block runs (every thread), in
+    order: `with recorded_programs() as programs: ...`, then check `programs`."""
+    got = []
+    api.RECORDERS.append(got)
+    try:
+        yield got
+    finally:
+        api.RECORDERS.remove(got)
+
+
+def where_ran(compiled):
+    """A Compiled's placement in a line: the backend, its runtime, and the host ops (kind,
+    source line, reason), e.g. "mlx (mlx-compiled), every op on the device"."""
+    placement = compiled.lowered.placement()
+    head = f"{placement.backend.name} ({compiled.runtime})"
+    ops = placement.host_ops()
+    if not ops:
+        return head + ", every op on the device"
+    shown = "; ".join(f"{n.kind.name}{' at ' + n.src if n.src else ''}: {why}"
+                      for n, why in ops[:6])
+    return head + f", {len(ops)} op(s) on the host: {shown}" + ("; ..." if len(ops) > 6 else "")
+
+
+def assert_ran_on_device(compiled, host=False, eager=False):
+    """Asserts where `compiled` ran: every op on the device unless `host` (then some op must be
+    on the host), and on MLX through mx.compile unless `eager` (or compile=False was asked)."""
+    placement = compiled.lowered.placement()
+    if bool(host) != (not placement.device_only):
+        raise AssertionError(f"expected {'host ops' if host else 'every op on the device'}; "
+                             f"'{compiled.lowered.name}' ran on {where_ran(compiled)}")
+    exe = compiled.executable
+    asked_eager = compiled.lowered.options.get("compile", True) is False
+    if compiled.runtime.startswith("mlx-eager") and not (eager or asked_eager):
+        why = getattr(exe, "why_uncompiled", None)
+        raise AssertionError(f"'{compiled.lowered.name}' ran eagerly on MLX, not through "
+                             f"mx.compile" + (f": {why}" if why else ""))

@@ -11,6 +11,7 @@ from rlx_jax import errors
 
 from .conftest import BACKENDS
 from .divergences import divergence
+from .where_ran import expect_host
 from .op_table import CASES
 
 
@@ -81,6 +82,7 @@ def check_case(case, backend, **options):
     host = _host_ops(lowered.placement())
     if div is not None and div.host:
         assert host, f"{case.name}: recorded as host-placed on {backend}, but runs on the device"
+        expect_host(div.reason)
         with pytest.raises(errors.LegalizationError):
             _run(case, backend, case.fn, args, fallback="error", **options)
     else:

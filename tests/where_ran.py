@@ -1,0 +1,56 @@
+"""Where each program a test compiles ran, checked after every test (conftest.py).
+
+Every `Compiled` rlx_jax builds during a test is recorded (rlx_jax.testing.recorded_programs);
+when the test has passed, each one on mlx or coreml must have run every op on the device and,
+on MLX, through mx.compile. A test states what else it expects, with the reason:
+  @pytest.mark.host("why")    its programs may place ops on the host (partition tests, f64 on
+                              Core ML, ...); or `expect_host(why)` from inside the test (a case
+                              whose divergence entry says host)
+  @pytest.mark.eager("why")   its MLX programs may run uncompiled (compile=False is always
+                              allowed); or `expect_eager(why)`
+"""
+import rlx_jax.testing
+
+DEVICE_BACKENDS = ("mlx", "coreml")
+_EXPECTED = {}
+
+
+def expect_host(reason):
+    """The current test's programs may run ops on the host, because `reason`."""
+    assert reason, "say why the ops run on the host"
+    _EXPECTED["host"] = reason
+
+
+def expect_eager(reason):
+    """The current test's MLX programs may run without mx.compile, because `reason`."""
+    assert reason, "say why the program runs eagerly"
+    _EXPECTED["eager"] = reason
+
+
+def reset():
+    _EXPECTED.clear()
+
+
+def check(programs, host=None, eager=None):
+    """AssertionError naming every recorded program that ran where the test did not expect."""
+    host = host or _EXPECTED.get("host")
+    eager = eager or _EXPECTED.get("eager")
+    bad = []
+    for c in programs:
+        if c.lowered.backend.name not in DEVICE_BACKENDS:
+            continue
+        try:
+            if host:                      # host ops allowed, not required
+                if c.lowered.placement().device_only:
+                    rlx_jax.testing.assert_ran_on_device(c, eager=bool(eager))
+                else:
+                    rlx_jax.testing.assert_ran_on_device(c, host=True, eager=bool(eager))
+            else:
+                rlx_jax.testing.assert_ran_on_device(c, eager=bool(eager))
+        except AssertionError as e:
+            bad.append(str(e))
+    if bad:
+        raise AssertionError(
+            f"{len(bad)} program(s) did not run where this test expects (mark it "
+            f"@pytest.mark.host / @pytest.mark.eager with the reason if that is right):\n  "
+            + "\n  ".join(bad[:10]))
