@@ -46,6 +46,7 @@ GRAD_FACTOR = 10.0
 class Outcome:
     kind: str                   # match | refused | mismatch | crash
     detail: str = ""
+    host: tuple = ()            # (kind, reason, claimed?) of each op that ran on the host
 
     def signature(self):
         """What identifies 'the same failure' while shrinking: kind and error type."""

@@ -31,8 +31,9 @@ def check(prog, backend, worker, options, config):
     status, payload = worker.run(prog, options)
     if status != "ok":
         return Outcome("refused" if status == "refused" else "crash", payload)
-    diff = compare(payload, want, tolerance(prog, avals), scale)
-    return Outcome("mismatch", diff) if diff else Outcome("match")
+    got, host = payload
+    diff = compare(got, want, tolerance(prog, avals), scale)
+    return Outcome("mismatch", diff, tuple(host)) if diff else Outcome("match", "", tuple(host))
 
 
 @dataclasses.dataclass
@@ -66,6 +67,9 @@ class Summary:
     families: dict = dataclasses.field(default_factory=dict)     # backend -> family -> Counter
     seconds: dict = dataclasses.field(default_factory=dict)      # backend -> backend-call time
     refusals: dict = dataclasses.field(default_factory=dict)     # backend -> Counter(error line)
+    host: dict = dataclasses.field(default_factory=dict)         # backend -> Counter(kind: why)
+    host_programs: dict = dataclasses.field(default_factory=dict)  # backend -> programs
+    claimed_on_host: dict = dataclasses.field(default_factory=dict)  # backend -> [(seed, op)]
     findings: list = dataclasses.field(default_factory=list)
     programs: int = 0
     skipped: int = 0
@@ -97,12 +101,19 @@ class Summary:
                                                          if fc[k]))
             for msg, n in self.refusals[b].most_common(8):
                 lines.append(f"  refused x{n}: {msg[:150]}")
+            lines.append(f"  {self.host_programs[b]} program(s) with host ops; "
+                         f"{len(self.claimed_on_host[b])} with a claimed kind on the host")
+            for msg, n in self.host[b].most_common(8):
+                lines.append(f"  host x{n}: {msg[:150]}")
         lines.append(f"{len(self.findings)} distinct minimal reproducers")
         return "\n".join(lines) + "\n\n" + "\n".join(f.text() for f in self.findings)
 
     def as_dict(self):
         return {"programs": self.programs, "counts": {b: dict(c) for b, c in self.counts.items()},
                 "seconds": self.seconds, "generate_seconds": self.generate_seconds,
+                "host_programs": self.host_programs,
+                "host": {b: dict(c) for b, c in self.host.items()},
+                "claimed_on_host": self.claimed_on_host,
                 "findings": [{"backend": f.backend, "seed": f.seed, "kind": f.outcome.kind,
                               "detail": f.outcome.detail, "count": f.count,
                               "reproducer": f.program.reproducer(f.backend, f.options)}
@@ -119,6 +130,7 @@ def fuzz(backends, seeds, config=None, mlx_compile_fraction=0.1, shrink_budget=1
         s.counts[b], s.seconds[b] = collections.Counter(), 0.0
         s.families[b], s.refusals[b] = collections.defaultdict(collections.Counter), \
             collections.Counter()
+        s.host[b], s.host_programs[b], s.claimed_on_host[b] = collections.Counter(), 0, []
     start = time.perf_counter()
     try:
         for seed in seeds:
@@ -139,6 +151,12 @@ def fuzz(backends, seeds, config=None, mlx_compile_fraction=0.1, shrink_budget=1
                     s.families[b][fam][out.kind] += 1
                 if out.kind == "refused":
                     s.refusals[b][re.sub(r"\d+", "#", out.detail)] += 1
+                if out.host:
+                    s.host_programs[b] += 1
+                for kind, why, claimed in out.host:
+                    s.host[b][re.sub(r"\d+", "#", f"{kind}: {why}")] += 1
+                    if claimed:
+                        s.claimed_on_host[b].append((seed, f"{kind}: {why}"))
                 if out.kind in ("mismatch", "crash"):
                     small = _shrink(prog, b, workers[b], opts, config, out, shrink_budget)
                     s.add(Finding(b, seed, out, small, opts, len(prog.ops)))

@@ -2,7 +2,7 @@
 costs one program, not the run.
 
 `Worker(backend)` starts `python -m tests.fuzz.worker`; `run(prog, options)` sends the program
-(JSON) and returns ("ok", [arrays]) | ("refused", text) | ("crash", text). A child that dies or
+(JSON) and returns ("ok", ([arrays], [(host-placed kind, reason, claimed?)])) | ("refused", text) | ("crash", text). A child that dies or
 runs past `timeout` seconds is reported as a crash naming the signal (or the timeout) and is
 replaced by a fresh one for the next program. Messages are length-prefixed pickles on the child's
 stdin and on a private duplicate of its stdout; the child's own fd 1 goes to stderr, so library
@@ -83,12 +83,19 @@ def call_backend(prog, backend, options):
     import rlx_jax
     from rlx_jax import errors
     from .program import Program
+    from rlx_jax.backends.base import kept_kinds
     prog = Program.from_json(prog) if isinstance(prog, str) else prog
     fn, _, args = prog.build()
     try:
-        out = rlx_jax.jit(fn, backend=backend, **options)(*args)
+        with rlx_jax.testing.recorded_programs() as compiled:
+            out = rlx_jax.jit(fn, backend=backend, **options)(*args)
         leaves = jax.tree.leaves(out, is_leaf=lambda x: type(x).__module__.startswith("mlx"))
-        return "ok", [_np(x) for x in leaves]
+        host = []                   # (kind, reason, whether the backend claims the kind)
+        for c in compiled:
+            kept = kept_kinds(c.lowered.backend)
+            host += [(n.kind.name, why.splitlines()[0][:200], n.kind in kept)
+                     for n, why in c.lowered.placement().host_ops()]
+        return "ok", ([_np(x) for x in leaves], host)
     except errors.RlxError as e:
         return "refused", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     except Exception as e:          # noqa: BLE001 (every other exception is a crash finding)
