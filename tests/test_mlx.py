@@ -221,6 +221,33 @@ def test_float64_is_refused_on_the_gpu(monkeypatch):
         mlx_lower.check_dtypes(graph)
 
 
+@pytest.mark.host("float64 has no Metal kernels: with the GPU flag forced its ops go to the host")
+def test_float64_ops_are_placed_on_the_host_when_the_default_device_is_the_gpu(monkeypatch):
+    """Given: a float32 program with a float64 step, the default device reported as the GPU
+    (as on Apple silicon; forced here, MLX still computes on the CPU). Result: the placement
+    puts exactly the float64 ops on the host with Metal's reason, the float32 ops on the
+    device, and the result equals JAX's."""
+    def f(x):
+        y = jnp.tanh(x) * 3.0
+        z = (y.astype(jnp.float64) ** 2).sum()        # float64 on the host
+        return y + z.astype(jnp.float32)
+    x = np.linspace(-1, 1, 6).astype(np.float32)
+    monkeypatch.setattr(mx, "default_device", lambda: mx.Device(mx.gpu))
+    with jax.enable_x64(True):
+        jitted = rlx_jax.jit(f, backend="mlx")
+        placement = jitted.lower(x).placement()
+        got = np.asarray(jitted(x))
+        want = np.asarray(jax.jit(f)(x))
+    ops = placement.host_ops()
+    assert ops and all("no float64 on the GPU (Metal)" in why for _, why in ops), str(placement)
+    assert all(any(v.dtype == np.float64 for v in n.inputs + n.outputs) for n, _ in ops)
+    assert [s.placement for s in placement.segments][:2] == ["device", "host"], str(placement)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    monkeypatch.undo()                            # the CPU: the same program, all on the device
+    with jax.enable_x64(True):
+        assert rlx_jax.jit(f, backend="mlx").lower(x).placement().device_only
+
+
 def test_unavailable_without_mlx():
     code = ("import sys; sys.modules['mlx'] = None; sys.modules['mlx.core'] = None\n"
             "import rlx_jax\n"
