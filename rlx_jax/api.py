@@ -102,9 +102,8 @@ class Compiled:
 
     @property
     def runtime(self):
-        """What runs the program, read at each access: "mlx-compiled" / "mlx-eager" (after an
-        mx.compile failure on the first call, say), "mil-reference" / "coreml", "xla", with
-        "+host" when host segments run too."""
+        """What runs the program, read now ("mlx-eager" after an mx.compile failure on the
+        first call): "mlx-compiled", "mil-reference", "coreml", "xla"; "+host" with host parts."""
         return getattr(self.executable, "runtime", self.lowered.backend.name)
 
     def call_flat(self, leaves):
