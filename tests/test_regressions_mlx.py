@@ -337,3 +337,16 @@ def test_sort_and_top_k_of_signed_zeros_and_nans(name, dtype, backend, request):
     x = SIGNED.astype(jnp.dtype(dtype))
     assert np.signbit(x.astype(np.float32)).tolist() == np.signbit(SIGNED).tolist()
     check_signs(ORDERS[name], x, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("compile", [True, False], ids=["compiled", "eager"])
+def test_erf_keeps_the_sign_of_zero(backend, compile):
+    """mx.erf(+0.0) is -0.0 (mlx 0.32); erf is odd, JAX gives erf(±0) = ±0."""
+    from jax.scipy.special import erf
+    x = np.array([0.0, -0.0, 1e-30, -0.25, 3.0], np.float32)
+    opts = {"compile": compile} if backend == "mlx" else {}
+    got = np.asarray(rlx_jax.jit(erf, backend=backend, **opts)(x))
+    want = np.asarray(jax.jit(erf)(x))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
