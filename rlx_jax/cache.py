@@ -8,21 +8,32 @@ CacheDirError raised.
 
 `file_lock` is the cross-process lock the backends hold while they check and publish entries:
 an flock, so a process killed while holding it releases it.
+
+Every entry is checked against a content hash recorded when it was written (`content_hash`,
+HASH) before it is used: a Core ML package (package_cache.py), an MLX kernel library
+(kernel_cache.py), a traced pattern graph (template_cache.py). `Checked` remembers, per process,
+what a file's hash was found to be, so an unchanged file (same inode, size and mtime) is hashed
+once per process.
 """
 import atexit
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
 import threading
-import time
+from time import monotonic, sleep
 
 from absl import logging
 
 from .errors import RlxError
 
 ENV = "RLX_JAX_CACHE_DIR"
+# sha256, not blake2b: OpenSSL runs it on the SHA instructions of x86 (SHA-NI) and Apple silicon
+# (ARMv8 SHA2), about twice blake2b's speed there (benchmarks/bench_cache_verify.py prints both).
+HASH = "sha256"
+_CHUNK = 1 << 20
 
 
 class CacheDirError(RlxError):
@@ -93,15 +104,15 @@ def cache_subdir(name):
 
 def _acquire(f, timeout):
     """flock(LOCK_EX) on `f`, giving up after `timeout` seconds; whether it is held."""
-    deadline = time.monotonic() + timeout
+    deadline = monotonic() + timeout
     while True:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
-            if time.monotonic() > deadline:
+            if monotonic() > deadline:
                 return False
-            time.sleep(0.02)
+            sleep(0.02)
 
 
 @contextlib.contextmanager
@@ -120,3 +131,51 @@ def file_lock(directory, name=".lock", timeout=LOCK_TIMEOUT_S):
         finally:
             if held:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def content_hash(path, algorithm=HASH):
+    """The hex digest of the file at `path` (a large one read in 1 MiB chunks)."""
+    h = hashlib.new(algorithm)
+    with open(path, "rb", buffering=0) as f:
+        if os.fstat(f.fileno()).st_size <= _CHUNK:
+            h.update(f.read())
+            return h.hexdigest()
+        buf = bytearray(_CHUNK)
+        view = memoryview(buf)
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                return h.hexdigest()
+            h.update(view[:n])
+
+
+def stat_key(path):
+    """What identifies one version of a file without reading it: (inode, size, mtime)."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+MISSING = object()       # Checked.get: nothing remembered for these stat_keys
+
+
+class Checked:
+    """A process's memory of checks: key -> (the stat_keys the check saw, its verdict). A
+    verdict is reused only while every file it covered has the same stat_key (a rewrite
+    changes the mtime; a replaced entry changes the inode)."""
+
+    def __init__(self):
+        self._seen = {}
+        self._lock = threading.Lock()
+
+    def get(self, key, stats):
+        with self._lock:
+            got = self._seen.get(key)
+        return got[1] if got is not None and got[0] == stats else MISSING
+
+    def put(self, key, stats, verdict):
+        with self._lock:
+            self._seen[key] = (stats, verdict)
+
+    def forget(self, key):
+        with self._lock:
+            self._seen.pop(key, None)

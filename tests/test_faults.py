@@ -1,11 +1,12 @@
 """Faults around the caches and threads: every program still gives JAX's answer (or a clear
 RlxError), and nothing is left locked or half-written.
 
-Covered: a cache path that is a regular file or lies under one, a read-only cache directory,
-truncated MLX kernel libraries and Core ML packages, a save cut short, two processes compiling
-the same programs into one empty cache, a process SIGKILLed mid-compile, 16 threads compiling
-and calling at once, no g++ on PATH. Each test has a fresh RLX_JAX_CACHE_DIR; subprocesses run
-JAX on the CPU. Memory: tests/test_memory.py.
+Covered: a cache path that is a regular file or lies under one, a read-only cache directory
+(for root too), truncated MLX kernel libraries and Core ML packages, a save cut short, two
+processes compiling the same programs into one empty cache, a process SIGKILLed mid-compile,
+16 threads compiling and calling at once, no g++ on PATH. Each test has a fresh
+RLX_JAX_CACHE_DIR; subprocesses run JAX on the CPU. Damaged bytes of the same size, found by
+the content hashes: tests/test_cache_verify.py. Memory: tests/test_memory.py.
 """
 import fcntl
 import logging
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import jax
 import jax.numpy as jnp
@@ -104,12 +106,12 @@ def _locks():
 
 
 def _sound(cache):
-    """Nothing half-written under `cache`: every MLX library whole, every Core ML entry whole,
-    no staging dirs."""
-    from rlx_jax.backends.mlx.kernel_cache import is_bad_library
+    """Nothing half-written under `cache`: every MLX library whole and matching its record,
+    every Core ML entry whole and matching its hashes, no staging dirs."""
+    from rlx_jax.backends.mlx.kernel_cache import is_bad_library, library_problem
     from rlx_jax.backends.coreml.package_cache import problem
     libs = list(cache.glob("mlx/*/cpu/lib*.so"))
-    assert not [p for p in libs if is_bad_library(str(p))]
+    assert not [p for p in libs if is_bad_library(str(p)) or library_problem(str(p))]
     assert not list(cache.glob("mlx/*/cpu/tmp_*"))
     entries = list(cache.glob("coreml/*/*.mlpackage"))
     assert not [(p, problem(str(p))) for p in entries if problem(str(p))]
@@ -157,16 +159,36 @@ def test_unusable_cache_path_is_logged_once_per_process(tmp_path):
     assert f"cache directory {bad} is not usable" in err and "RLX_JAX_CACHE_DIR" in err
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="runs as root, where a read-only mode does not "
-                    "stop writes; the path-under-a-file case covers the fallback")
-@pytest.mark.parametrize("backend", CACHED)
-def test_read_only_cache_dir_falls_back(backend, cache):
+def _read_only(cache):
+    """(a cache path no process can write, the error the probe meets): a directory of mode
+    0o500 stops a user, but not root, whom mode bits do not stop; then a path below a regular
+    file, where mkdir fails with ENOTDIR for everyone."""
     cache.mkdir()
     cache.chmod(0o500)
     try:
-        _check(lambda x: jnp.cos(x) * 3.0, backend, X)
+        (cache / "probe").write_text("")
+    except PermissionError:
+        return cache, "PermissionError"
+    (cache / "probe").unlink()
+    cache.chmod(0o700)
+    regular = cache / "file"
+    regular.write_text("not a directory")
+    return regular / "sub", "NotADirectoryError"
+
+
+@pytest.mark.parametrize("backend", CACHED)
+def test_read_only_cache_dir_falls_back(backend, cache, monkeypatch, caplog):
+    bad, error = _read_only(cache)
+    monkeypatch.setenv("RLX_JAX_CACHE_DIR", str(bad))
+    try:
+        with caplog.at_level(logging.WARNING):
+            _check(lambda x: jnp.cos(x) * 3.0, backend, X)
     finally:
         cache.chmod(0o700)
+    said = [r.getMessage() for r in caplog.records if "is not usable" in r.getMessage()]
+    assert len(said) == 1, said
+    assert f"cache directory {bad} is not usable ({error}" in said[0], said[0]
+    assert "caching in" in said[0] and "Set RLX_JAX_CACHE_DIR to a writable" in said[0]
 
 
 def test_no_usable_directory_at_all_is_a_clear_error(tmp_path, monkeypatch):
@@ -212,28 +234,46 @@ def test_truncated_kernel_library_is_removed_and_rebuilt(cache):
 
 
 @needs_mlx
-def test_sweep_removes_only_bad_libraries(cache):
+def test_sweep_removes_only_bad_libraries(cache, monkeypatch):
+    from rlx_jax import cache as cache_mod
     from rlx_jax.backends.mlx import kernel_cache
     _check(lambda x: jnp.sin(x) * 2.5, "mlx", X)
     libs = _libraries(cache)
     good = libs[0].read_bytes()
     cpu = libs[0].parent
-    (cpu / "libempty.so").write_bytes(b"")
-    (cpu / "libhalf.so").write_bytes(good[:len(good) // 2])
-    (cpu / "libnotelf.so").write_bytes(b"garbage" * 20)
-    (cpu / "libcopy.so").write_bytes(good)
-    kernel_cache._SCANNED.clear()
+
+    def library(name, data, damage=None):
+        """A library written as a build would write it (with its record), then damaged."""
+        (cpu / name).write_bytes(data)
+        kernel_cache.record_library(str(cpu / name))
+        if damage is not None:
+            (cpu / name).write_bytes(damage)
+    library("libcopy.so", good)
+    library("libempty.so", good, b"")
+    library("libhalf.so", good, good[:len(good) // 2])
+    library("libflipped.so", good, good[:100] + bytes(b ^ 0xFF for b in good[100:164]) +
+            good[164:])
+    library("libnotelf.so", b"garbage" * 20)          # not a library: never recorded
+    (cpu / "libunrecorded.so").write_bytes(good)     # no record: an older rlx_jax's
+    kernel_cache._SCANNED.clear()                    # as in a new process
+    monkeypatch.setattr(kernel_cache, "_CHECKED", cache_mod.Checked())
     kernel_cache.sweep(str(cache / "mlx"))
     assert sorted(p.name for p in cpu.glob("*.so")) == sorted([libs[0].name, "libcopy.so"])
+    records = cpu / kernel_cache.RECORDS
+    assert sorted(p.name for p in records.iterdir()) == sorted(
+        os.path.basename(kernel_cache.record_path(str(cpu / n))) for n in
+        (libs[0].name, "libcopy.so"))
 
 
 @needs_mlx
 def test_unloadable_library_is_removed_and_the_call_retried(cache):
+    from rlx_jax.backends.mlx.kernel_cache import record_library
     code, libs = _one_program_built(cache)
     for lib in libs:                         # whole, but not loadable: e_type is garbage
         data = bytearray(lib.read_bytes())
         data[0x10] = 0x7F
         lib.write_bytes(bytes(data))
+        record_library(str(lib))             # as built so: only loading it can tell
     err = _python(code, cache)
     assert "MLX could not load it" in err and "running uncompiled" not in err, err[-3000:]
     _sound(cache)
@@ -356,7 +396,7 @@ def test_sixteen_threads_compile_and_call_at_once(backend):
     shape = lambda i: (2 + i % 5, 3)                     # noqa: E731
     for j in jitted[:2]:                                 # some programs compiled already
         j(np.ones(shape(0), np.float32))
-    errs, start = [], threading.Barrier(16)
+    errs, checked, start = [], [], threading.Barrier(16, timeout=120)
 
     def work(i):
         try:
@@ -368,14 +408,19 @@ def test_sixteen_threads_compile_and_call_at_once(backend):
                 np.testing.assert_allclose(np.asarray(jitted[j](x)),
                                            np.asarray(jax.jit(FUNCS[j])(x)),
                                            rtol=1e-5, atol=1e-5)
+                checked.append((i, k))
         except Exception as e:  # noqa: BLE001 - collected, reported below
             errs.append(f"thread {i}: {type(e).__name__}: {e}")
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(16)]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + 300
     for t in threads:
-        t.join(300)
+        t.join(max(0.0, deadline - time.monotonic()))
+    hung = [i for i, t in enumerate(threads) if t.is_alive()]
+    assert not hung, f"threads {hung} had not finished after 300 s"
     assert not errs, "\n".join(errs[:4])
+    assert sorted(checked) == [(i, k) for i in range(16) for k in range(4)]
     assert all(_free(lock) for lock in _locks())
 
 

@@ -9,9 +9,13 @@ the references trace (flax, optax, equinox) and every source file of rlx_jax its
 frontend decides what a template is), so any change of those starts a directory of its own.
 An entry is keyed by the reference's name (unique: patterns.Reference refuses a second one),
 the input types and the parameters; it is written atomically (a temporary file, then a rename)
-and one that cannot be read is traced again. A graph that cannot be pickled is simply not
-cached. `RLX_JAX_PATTERN_CACHE=0` turns the cache off.
+as MAGIC, the content hash (cache.HASH) of the pickle, then the pickle. An entry is unpickled
+only when its pickle hashes to the stored hash: one that does not -- damaged bytes that would
+still unpickle into a wrong template, a file cut short, one in another layout -- is logged,
+removed and traced again; one that cannot be read is traced again. A graph that cannot be
+pickled is simply not cached. `RLX_JAX_PATTERN_CACHE=0` turns the cache off.
 """
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -19,11 +23,15 @@ import os
 import pickle
 import tempfile
 
+from absl import logging
+
 from .. import cache
 
 ENV = "RLX_JAX_PATTERN_CACHE"
 LIBRARIES = ("jax", "jaxlib", "numpy", "flax", "optax", "equinox")
 MISSING = object()
+MAGIC = b"rlx_jax pattern graph, " + cache.HASH.encode() + b"\n"
+_DIGEST_SIZE = hashlib.new(cache.HASH).digest_size
 
 
 def enabled():
@@ -57,15 +65,44 @@ def path(key):
     return os.path.join(cache.cache_subdir(os.path.join("patterns", digest())), name)
 
 
+def _damaged(target, why):
+    logging.warning("rlx_jax: the cached pattern graph %s is damaged (%s); removed it, tracing "
+                    "the reference again.", target, why)
+    with contextlib.suppress(OSError):
+        os.remove(target)
+
+
+def checked_payload(target, data):
+    """The pickle stored in the entry `data` of file `target`, None when it fails its check
+    (logged, and the file removed)."""
+    if not data.startswith(MAGIC):
+        _damaged(target, "it does not start as an entry does")
+        return None
+    stored = data[len(MAGIC):len(MAGIC) + _DIGEST_SIZE]
+    payload = data[len(MAGIC) + _DIGEST_SIZE:]
+    if hashlib.new(cache.HASH, payload).digest() != stored:
+        _damaged(target, f"its {cache.HASH} differs from the one stored with it")
+        return None
+    return payload
+
+
 def load(key):
     """The cached graph of `key`, or MISSING."""
     if not enabled():
         return MISSING
     try:
-        with open(path(key), "rb") as f:
-            stored_key, graph = pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
-            ValueError, TypeError, cache.CacheDirError):
+        target = path(key)
+        with open(target, "rb") as f:
+            data = f.read()
+    except (OSError, cache.CacheDirError):
+        return MISSING
+    payload = checked_payload(target, data)
+    if payload is None:
+        return MISSING
+    try:
+        stored_key, graph = pickle.loads(payload)
+    except (EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError,
+            TypeError):
         return MISSING
     return graph if stored_key == repr(key) else MISSING
 
@@ -81,7 +118,7 @@ def store(key, graph):
         data = pickle.dumps((repr(key), graph), protocol=pickle.HIGHEST_PROTOCOL)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(MAGIC + hashlib.new(cache.HASH, data).digest() + data)
         os.replace(tmp, target)
     except (OSError, pickle.PicklingError, TypeError, AttributeError, RecursionError,
             cache.CacheDirError):

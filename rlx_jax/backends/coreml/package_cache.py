@@ -1,12 +1,18 @@
-"""The .mlpackage cache: entries that are whole or absent, and builds that threads take turns at.
+"""The .mlpackage cache: entries that are whole or absent, checked against a content hash before
+they are used, and builds that threads take turns at.
 
-An entry is a directory `<cache>/<name>-<hash>/` holding `<name>.mlpackage` and a record of
-every file of the package with its size. It is staged in `<cache>/.tmp-<pid>-*` and renamed into
-place whole, so a package cut short (a crash mid-save, a full disk) never appears under its final
-name. An entry is used only when its record matches the files on disk; one that does not (or that
-fails to load) is set aside and rebuilt. Checking and replacing entries happens under a file lock,
-so two processes never remove each other's fresh entry; staging dirs of dead processes are
-removed.
+An entry is a directory `<cache>/<name>-<hash>/` holding `<name>.mlpackage` and a record
+(RECORD) of every file of the package, in sorted order, with its size and its content hash
+(cache.HASH). It is staged in `<cache>/.tmp-<pid>-*` and renamed into place whole, so a package
+cut short (a crash mid-save, a full disk) never appears under its final name. An entry is used
+only when the files on disk are the ones its record lists, with the recorded sizes and hashes: a
+damaged file of the same size (flipped bytes in weight.bin) is caught before the package is
+loaded. An entry that fails the check -- or has no hashes in its record (written by an older
+rlx_jax), or fails to load anyway -- is logged, renamed aside in one rename, removed and
+rebuilt. The check is done once per process per version of the entry's files (cache.Checked);
+what it costs next to loading the package: benchmarks/bench_cache_verify.py. Checking
+and replacing entries happens under a file lock, so two processes never remove each other's
+fresh entry; staging dirs of dead processes are removed.
 
 coremltools keeps the MIL block stack and symbol tables in module globals, so building, converting
 and loading MIL programs, and running the MIL reference executor, hold MIL_LOCK (an RLock: a build
@@ -27,6 +33,8 @@ from ...errors import RlxError
 
 MIL_LOCK = threading.RLock()
 RECORD = "rlx_jax-entry.json"
+FORMAT = 2                         # records with per-file content hashes
+_CHECKED = cache.Checked()         # package path -> verdict of its last check in this process
 _STAGING = re.compile(r"^\.(tmp|trash)-(\d+)-")
 _SWEPT = set()
 
@@ -60,32 +68,88 @@ def _sweep(parent):
                 shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def _files(package):
-    out = {}
+def package_files(package):
+    """The relative paths ('/'-separated) of every file of `package`, sorted."""
+    out = []
     for d, _, names in os.walk(package):
         for n in names:
-            p = os.path.join(d, n)
-            out[os.path.relpath(p, package)] = os.path.getsize(p)
-    return out
+            out.append(os.path.relpath(os.path.join(d, n), package).replace(os.sep, "/"))
+    return sorted(out)
+
+
+def _record(package):
+    """The record of a package being published: its files with their sizes and hashes."""
+    files = [[rel, os.path.getsize(os.path.join(package, rel)),
+              cache.content_hash(os.path.join(package, rel))] for rel in package_files(package)]
+    return {"format": FORMAT, "hash": cache.HASH, "files": files}
+
+
+def _recorded(record):
+    """[(rel, size, digest)] of a record, or why it cannot vouch for an entry."""
+    if not isinstance(record, dict) or "hash" not in record:
+        return "its record holds no content hash (written by an older rlx_jax)"
+    if record["hash"] != cache.HASH:
+        return f"its record holds {record['hash']!r} hashes, not {cache.HASH}"
+    files = record.get("files")
+    if not isinstance(files, list) or not all(
+            isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and
+            isinstance(e[1], int) and isinstance(e[2], str) for e in files):
+        return "its record is malformed"
+    return [tuple(e) for e in files] if files else "its record lists no files"
+
+
+def _stats(path):
+    """The files of package `path` and the stat_keys of its record and of them."""
+    on_disk = package_files(path)
+    return on_disk, (cache.stat_key(os.path.join(os.path.dirname(path), RECORD)),) + tuple(
+        cache.stat_key(os.path.join(path, rel)) for rel in on_disk)
+
+
+def _check(path, files):
+    """Why the files of package `path` are not the recorded `files` (None when they are)."""
+    try:
+        on_disk, stats = _stats(path)
+    except OSError as e:
+        return f"it cannot be read ({type(e).__name__}: {e.strerror or e})"
+    names = [rel for rel, _, _ in files]
+    if on_disk != sorted(names):
+        gone = sorted(set(names) - set(on_disk))
+        extra = sorted(set(on_disk) - set(names))
+        return f"{gone[0]} is missing" if gone else \
+            f"it holds {extra[0]}, which its record does not list"
+    sizes = dict(zip(on_disk, (st[1] for st in stats[1:])))
+    for rel, size, _ in files:
+        if sizes[rel] != size:
+            return f"{rel} has {sizes[rel]} bytes, {size} were saved"
+    known = _CHECKED.get(path, stats)
+    if known is not cache.MISSING:
+        return known
+    why = None
+    for rel, _, digest in files:
+        try:
+            got = cache.content_hash(os.path.join(path, rel))
+        except OSError as e:
+            why = f"{rel} cannot be read ({type(e).__name__})"
+            break
+        if got != digest:
+            why = f"{rel} does not match the {cache.HASH} recorded when it was saved"
+            break
+    _CHECKED.put(path, stats, why)
+    return why
 
 
 def problem(path):
-    """Why the cache entry of package `path` cannot be used (None when it is whole)."""
+    """Why the cache entry of package `path` cannot be used (None when it is whole and its
+    files hash to what its record says)."""
     try:
         with open(os.path.join(os.path.dirname(path), RECORD)) as f:
-            files = json.load(f)["files"]
+            record = json.load(f)
     except FileNotFoundError:
         return "missing" if not os.path.exists(path) else "it has no record (an older layout)"
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError) as e:
         return f"its record is unreadable ({type(e).__name__})"
-    for rel, size in files.items():
-        try:
-            got = os.path.getsize(os.path.join(path, rel))
-        except OSError:
-            return f"{rel} is missing"
-        if got != size:
-            return f"{rel} has {got} bytes, {size} were saved"
-    return None if files else "its record lists no files"
+    files = _recorded(record)
+    return files if isinstance(files, str) else _check(path, files)
 
 
 def _set_aside(entry):
@@ -118,11 +182,12 @@ def publish(model, path):
             staged = os.path.join(tmp, os.path.basename(path))
             model.save(staged)
             with open(os.path.join(tmp, RECORD), "w") as f:
-                json.dump({"files": _files(staged)}, f)
+                json.dump(_record(staged), f)
             with cache.file_lock(parent):
                 if problem(path) is not None:
                     _set_aside(entry)
                     os.rename(tmp, entry)
+                    _CHECKED.forget(path)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     except OSError as e:
@@ -135,7 +200,7 @@ def publish(model, path):
 
 def _rebuilding(path, why):
     logging.warning("rlx_jax coreml backend: the cached package %s cannot be used (%s); "
-                    "rebuilding it.", path, why)
+                    "setting it aside and rebuilding it.", path, why)
 
 
 def _identity(path):
@@ -151,6 +216,7 @@ def discard(path, why, seen):
     """Sets the cache entry of `path` aside, unless it is no longer the one judged bad (`seen`,
     from _identity): another process may have replaced it meanwhile."""
     _rebuilding(path, why)
+    _CHECKED.forget(path)
     entry = os.path.dirname(path)
     with cache.file_lock(os.path.dirname(entry)):
         if _identity(path) == seen:
