@@ -84,6 +84,7 @@ def test_an_injected_bug_raises_naming_node_line_and_rule(backend, table, kind, 
     assert "bug in rlx_jax" in msg
 
 
+@pytest.mark.host("MIL has no bitwise and on int32: the documented refusal under test")
 def test_a_refusal_still_goes_to_the_host_and_says_why():
     """The documented refusal (bitwise and on int32 has no MIL op) is the one error that
     places a node on the host; the program still equals JAX."""
