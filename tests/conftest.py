@@ -35,4 +35,6 @@ def _programs_ran_where_expected(request):
     host = request.node.get_closest_marker("host")
     eager = request.node.get_closest_marker("eager")
     where_ran.check(programs, host=host and (host.args or ("marked",))[0],
-                    eager=eager and (eager.args or ("marked",))[0])
+                    eager=eager and (eager.args or ("marked",))[0],
+                    host_backends=host.kwargs.get("backends", where_ran.DEVICE_BACKENDS)
+                    if host else ())

@@ -13,6 +13,7 @@ import pytest
 import rlx_jax
 from rlx_jax.api import Compiled
 from rlx_jax.errors import BadArgumentError
+from .where_ran import COREML_KEY_BITS
 
 R = np.random.RandomState(0)
 P = {"w": R.randn(3, 2).astype(np.float32), "b": R.randn(2).astype(np.float32)}
@@ -143,6 +144,7 @@ def _dropout_model(p, x, key, *, train, rate=0.5):
     return h
 
 
+@COREML_KEY_BITS
 def test_statics_keywords_and_typed_keys(backend):
     f = rlx_jax.jit(_dropout_model, backend=backend, static_argnames=("train",),
                     donate_argnums=(0,))
@@ -156,6 +158,7 @@ def test_statics_keywords_and_typed_keys(backend):
            _dropout_model(P, X, key, train=True))
 
 
+@COREML_KEY_BITS
 def test_key_results_come_back_as_keys(backend):
     split = rlx_jax.jit(lambda k, x: (jax.random.split(k)[0], x * 2), backend=backend)
     k, y = jax.jit(split)(jax.random.key(1), X)

@@ -337,6 +337,7 @@ def test_mlx_prepares_region_constants_and_checks_region_dtypes():
 
 
 @needs_mlx
+@pytest.mark.eager("RLX_JAX_MLX_COMPILE=0: the eager path is under test")
 def test_mlx_control_flow_where_mx_compile_is_unavailable(monkeypatch):
     """Given: mx.compile unavailable (RLX_JAX_MLX_COMPILE=0, as on a machine without g++) and a
     program with a While and a host-loop Scan.
@@ -411,6 +412,7 @@ def test_coreml_zero_length_scan_builds_no_loop():
     assert "while_loop" not in counts, counts
 
 
+@pytest.mark.host("a float64 value inside a scan body: Core ML has no float64, the scan runs on the host")
 def test_coreml_region_values_are_checked_like_top_level_ones():
     """Given: a scan whose body computes in float64 (x64 on).
     Result: with fallback="error", an error naming the f64 value, the Cast inside the body and

@@ -22,6 +22,7 @@ from rlx_jax.errors import BadArgumentError, LoweringError, UnsupportedPrimitive
 from . import distributed_transformer as transformer
 from . import distributed_worker as worker
 from .conftest import BACKENDS
+from .where_ran import COREML_COLLECTIVES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCH = shutil.which("mlx.launch") or os.path.join(os.path.dirname(sys.executable),
@@ -151,7 +152,7 @@ def check_data_parallel_sgd(ranks):
 
 def check_errors_in_a_group(ranks):
     for got in ranks:
-        assert 'LoweringError: collectives over more than one process run only on ' \
+        assert 'RefusalError: collectives over more than one process run only on ' \
             'backend="mlx"' in str(got["e_xla"]) and "group of one" in str(got["e_xla"])
         assert "does not split into" in str(got["e_shard"])
 
@@ -180,6 +181,7 @@ def test_not_initialised_is_a_clear_error(uninitialised):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@COREML_COLLECTIVES
 def test_group_of_one_is_the_single_process_meaning(single, backend):
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     outs = rlx_jax.jit(worker.collectives, backend=backend, axis_name="batch")(x)

@@ -4,14 +4,25 @@ Every `Compiled` rlx_jax builds during a test is recorded (rlx_jax.testing.recor
 when the test has passed, each one on mlx or coreml must have run every op on the device and,
 on MLX, through mx.compile. A test states what else it expects, with the reason:
   @pytest.mark.host("why")    its programs may place ops on the host (partition tests, f64 on
-                              Core ML, ...); or `expect_host(why)` from inside the test (a case
+                              Core ML, ...); `backends=("coreml",)` narrows that to some
+                              backends; or `expect_host(why)` from inside the test (a case
                               whose divergence entry says host)
   @pytest.mark.eager("why")   its MLX programs may run uncompiled (compile=False is always
                               allowed); or `expect_eager(why)`
 """
+import pytest
+
 import rlx_jax.testing
 
 DEVICE_BACKENDS = ("mlx", "coreml")
+
+# Reasons many tests share, as ready marks
+COREML_KEY_BITS = pytest.mark.host(
+    "threefry's uint32 bit operations: Core ML has no uint32 or bit ops, they run on the host",
+    backends=("coreml",))
+COREML_COLLECTIVES = pytest.mark.host(
+    "collectives have no Core ML lowering: in a group of one they run on the host",
+    backends=("coreml",))
 _EXPECTED = {}
 
 
@@ -31,16 +42,19 @@ def reset():
     _EXPECTED.clear()
 
 
-def check(programs, host=None, eager=None):
-    """AssertionError naming every recorded program that ran where the test did not expect."""
+def check(programs, host=None, eager=None, host_backends=DEVICE_BACKENDS):
+    """AssertionError naming every recorded program that ran where the test did not expect.
+    `host` / `eager`: the reasons the test gave (None: not allowed); `host_backends`: the
+    backends whose programs the host reason covers."""
     host = host or _EXPECTED.get("host")
     eager = eager or _EXPECTED.get("eager")
     bad = []
     for c in programs:
-        if c.lowered.backend.name not in DEVICE_BACKENDS:
+        name = c.lowered.backend.name
+        if name not in DEVICE_BACKENDS:
             continue
         try:
-            if host:                      # host ops allowed, not required
+            if host and name in host_backends:   # host ops allowed, not required
                 if c.lowered.placement().device_only:
                     rlx_jax.testing.assert_ran_on_device(c, eager=bool(eager))
                 else:
