@@ -113,6 +113,7 @@ def test_irfft_ignores_the_imaginary_parts_of_dc_and_nyquist():
     np.testing.assert_array_equal(np.asarray(got(re, im)), np.asarray(got(re, im2)))
 
 
+@pytest.mark.host("complex values at the boundary and long FFTs run on the host (under test)")
 def test_complex_arguments_and_results_convert_on_the_host():
     """Given: fft of a complex64 argument, returned complex. Result: Real and Imag of the
     argument and the Complex of the result are the only host ops (3 segments); the parts
@@ -124,6 +125,7 @@ def test_complex_arguments_and_results_convert_on_the_host():
     assert placed.crossing_bytes() == 4 * 2 * 12 * 4
 
 
+@pytest.mark.host("complex values at the boundary and long FFTs run on the host (under test)")
 def test_a_real_program_result_from_a_real_fft_input_leaves_only_the_complex_result():
     placed = _check(jnp.fft.rfft, (f32(3, 10),), device_only=False)
     assert [n.kind.name for n, _ in placed.host_ops()] == ["Complex"]
@@ -206,6 +208,7 @@ def test_division_matches_jax_for_small_and_large_denominators():
     _check(f, (a, b, c, d), rel=1e-6)
 
 
+@pytest.mark.host("complex values at the boundary and long FFTs run on the host (under test)")
 def test_ffts_above_the_length_limit_run_on_the_host_with_the_reason():
     n = 2 * complex_dft.MAX_LENGTH
     placed = _check(power_spectrum, (f32(2, n),), device_only=False)

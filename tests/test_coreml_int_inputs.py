@@ -68,6 +68,7 @@ def test_uint32_beyond_int32_is_refused_at_call_time(count):
         assert part in msg, (part, msg)
 
 
+@pytest.mark.host("uint32 arithmetic that may leave int32 range runs on the host: under test")
 def test_uint32_arithmetic_that_may_leave_int32_runs_on_the_host():
     """Given: `count + 1` on a uint32 counter (bounds [1, 2**31]).
     Result: with fallback="error", refused before anything runs (the sum may not fit int32);

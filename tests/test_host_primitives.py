@@ -12,6 +12,8 @@ from rlx_jax.ir.ops import OpKind as K
 
 from .conftest import BACKENDS
 
+pytestmark = pytest.mark.host("JAX primitives with no RLX kind run on the host by design")
+
 R = np.random.RandomState(0)
 A = (R.rand(6).astype(np.float32) + 0.5)
 X = (R.rand(6).astype(np.float32) * 3)

@@ -46,6 +46,7 @@ def _fd_grad(f, p, eps=1e-4):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.host("MIL has no matrix decompositions: they run on the host", backends=("coreml",))
 def test_gaussian_process_marginal_likelihood_gradient(backend):
     p = np.array([0.1, 0.2, -1.5], np.float32)
     value = rlx_jax.jit(gp_nll, backend=backend)(p, X, Y)

@@ -195,6 +195,7 @@ def test_compile_false_option():
     assert next(iter(f._cache.values())).runtime == "mlx-eager"
 
 
+@pytest.mark.host("expm1 on complex64 runs on the host (under test)")
 def test_unsupported_dtype_runs_on_the_host_or_is_refused_naming_it():
     """Given: expm1 on complex64, which backend 'mlx' refuses. Result: the op runs on the host
     (a jax.Array result equal to JAX's); with fallback="error", a LegalizationError names the

@@ -219,6 +219,7 @@ def test_eig_right_vectors_and_values():
     (lambda a: lax.linalg.lu(a), (rand(3, 3, dtype=np.complex64),), "Lu",
      "complex64: mx.linalg.lu_factor takes float32 only"),
 ])
+@pytest.mark.host("linear-algebra variants MLX has no kernel for run on the host (under test)")
 def test_variants_without_mlx_kernel_run_on_the_host(f, args, kind, reason):
     """(subset_by_index is sent to the host as well, where JAX's CPU refuses it.)"""
     ops = host_reasons(f, *args)

@@ -18,6 +18,8 @@ from rlx_jax.ir.ops import OpKind as K
 
 from .conftest import BACKENDS
 
+pytestmark = pytest.mark.host("host segments are what these tests are about")
+
 R = np.random.RandomState(0)
 X = R.randn(4, 8).astype(np.float32)
 W = R.randn(8, 8).astype(np.float32)

@@ -21,6 +21,9 @@ from rlx_jax.passes.legalize import legalize
 from rlx_jax.backends.base import all_backends, get_backend, kept_kinds
 
 from .conftest import BACKENDS
+from .where_ran import COREML_KEY_BITS
+
+pytestmark = COREML_KEY_BITS
 
 R = jax.random
 SAMPLERS = {
