@@ -67,8 +67,12 @@ def divergence(case, backend):
 
 
 def skip_dtype(backend, dtype):
-    """Skips the running test when `backend` refuses every case of `dtype` (a dtype that runs
-    on the host is not skipped: its results are JAX's)."""
+    """Skips the running test when `backend` refuses every case of `dtype`; a dtype that runs
+    on the host is not skipped (its results are JAX's) and the test may place ops there
+    (where_ran.expect_host, with the divergence's reason)."""
     expect = dtype_divergence(backend, dtype)
     if expect is not None and expect.error:
         pytest.skip(expect.reason)
+    if expect is not None and expect.host:
+        from .where_ran import expect_host
+        expect_host(expect.reason)

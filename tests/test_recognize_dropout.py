@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import rlx_jax
+from .where_ran import COREML_KEY_BITS
 
 fnn = pytest.importorskip("flax.linen")
 BACKENDS = [b for b in ("mlx", "coreml") if b in rlx_jax.available_backends()]
@@ -27,6 +28,7 @@ def grads(p, x, key):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fn", [forward, grads], ids=["forward", "grad"])
+@COREML_KEY_BITS
 def test_dropout_attention_recognises_the_softmax_only(backend, fn):
     counts = rlx_jax.jit(fn, backend=backend).lower(PARAMS, X, KEY).op_counts()
     assert counts.get("Softmax") == 1
