@@ -32,11 +32,13 @@ def mil_ops(fn, *args, **options):
 
 def test_dense_relu_is_matmul_add_maximum():
     """Given:  relu(x @ w + b), x (2, 3), w (3, 4), b (4,)
-       Result: matmul, reshape (b), add, maximum, identity (the output)"""
+       Result: matmul, reshape (b), add, maximum, identity (the output), and the NaN guard
+               of the maximum (not_equal, select: MIL's maximum promises nothing for NaN)"""
     def f(w, b, x):
         return jax.nn.relu(x @ w + b)
     ops = mil_ops(f, f32(3, 4), f32(4), f32(2, 3))
-    assert ops == {"matmul": 1, "reshape": 1, "add": 1, "maximum": 1, "identity": 1}
+    assert ops == {"matmul": 1, "reshape": 1, "add": 1, "maximum": 1, "identity": 1,
+                   "not_equal": 1, "select": 1}
 
 
 def test_dot_general_uses_matmul_transpose_flags():

@@ -138,8 +138,19 @@ def test_scatter_dimension_numbers(case, fn, backend):
     name, shape, idx, ushape, dn = case
     x, upd = operand(shape, "float32"), operand(ushape, "float32") + 3
     mode = "clip" if fn == "add" else "fill"
-    check(lambda x, i, u: SCATTER_FNS[fn](x, i, u, dn, mode=mode), x, idx, upd,
-          backend=backend)
+
+    def f(x, i, u):
+        return SCATTER_FNS[fn](x, i, u, dn, mode=mode)
+    hits = np.asarray(lax.scatter_add(np.zeros(shape, np.float32), idx,
+                                      np.ones(ushape, np.float32), dn, mode=mode))
+    if fn == "scatter" and hits.max() > 1:
+        # JAX (and MIL's scatter_nd) leave open which of several updates of an element wins:
+        # only the elements updated at most once are compared
+        want = np.asarray(jax.jit(f)(x, idx, upd))
+        got = np.asarray(rlx_jax.jit(f, backend=backend)(x, idx, upd))
+        np.testing.assert_allclose(got[hits <= 1], want[hits <= 1], rtol=1e-6)
+        return
+    check(f, x, idx, upd, backend=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...errors import LoweringError
 from . import executor_nn  # noqa: F401  (NumPy versions of the nn kernels' MIL ops)
+from . import executor_strict  # noqa: F401  (the ops whose spec leaves a choice open)
 from .executor_ops import OVERRIDES
 from .executor_control import BLOCK_OPS, live_ops
 

@@ -5,13 +5,18 @@ import numpy as np
 
 from ...errors import LoweringError
 from .executor_ops import override
+from .executor_strict import rng
 
 
 @override("one_hot")
 def _one_hot(indices, one_hot_vector_size, axis=-1, on_value=1.0, off_value=0.0, **_):
     c = int(one_hot_vector_size)
     idx = np.asarray(indices)
-    hit = idx[..., None] == np.arange(c)                 # out-of-range indices: all off
+    # the spec says nothing of an out-of-range index: it sets a random position here
+    # (executor_strict.py); the lowerings pass indices in range
+    outside = (idx < 0) | (idx >= c)
+    idx = np.where(outside, rng(idx).integers(0, c, size=idx.shape), idx)
+    hit = idx[..., None] == np.arange(c)
     on, off = np.asarray(on_value), np.asarray(off_value)
     out = np.where(hit, on, off).astype(np.result_type(on, off))
     axis = int(axis)

@@ -1,7 +1,9 @@
 """MIL reference executor: OVERRIDES (MIL op type -> NumPy function), the exact NumPy semantics
-of the MIL ops coremltools does not evaluate (or evaluates wrongly). executor_nn.py adds those
+of the MIL ops coremltools does not evaluate (or evaluates wrongly). executor_strict.py adds the
+ops whose spec leaves a choice open (ties, NaN through max/min, rounding of halves, signs of
+mod, casts out of range, ...), evaluated with the least convenient reading; executor_nn.py those
 of the native nn kernels' ops; executor.py runs everything else through coremltools' own value
-inference."""
+inference. docs/mil-semantics.md lists every MIL behaviour a lowering relies on."""
 import itertools
 
 import numpy as np
@@ -18,29 +20,6 @@ def _gather_nd(x, indices, batch_dims=0, **_):
         raise LoweringError("MIL executor: gather_nd with batch_dims is not implemented")
     k = indices.shape[-1]
     return x[tuple(indices[..., i] for i in range(k))]
-
-
-SCATTER_UFUNC = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-                 "max": np.maximum, "min": np.minimum}
-
-
-@override("scatter_nd")
-def _scatter_nd(data, indices, updates, mode="add", **_):
-    out = np.array(data, copy=True)
-    k = indices.shape[-1]
-    where = tuple(indices[..., i].reshape(-1) for i in range(k))
-    upd = updates.reshape((-1,) + data.shape[k:])
-    if str(mode) == "update":
-        out[where] = upd
-    else:
-        SCATTER_UFUNC[str(mode)].at(out, where, upd)
-    return out
-
-
-@override("argsort")
-def _argsort(x, axis=-1, ascending=False, **_):
-    key = x if ascending else -x.astype(np.float64) if x.dtype.kind != "f" else -x
-    return np.argsort(key, axis=int(axis), kind="stable").astype(np.int32)
 
 
 @override("silu")
@@ -101,6 +80,9 @@ def _conv(x, weight, bias=None, strides=None, pad_type="valid", pad=None, dilati
 
 @override("max_pool")
 def _max_pool(x, kernel_sizes, strides=None, pad_type="valid", pad=None, ceil_mode=False, **_):
+    """The spec gives max_pool no pad value and says nothing of NaN: padding counts as 0 (as
+    avg_pool's padding, "0s"), and a NaN is dropped from its window (all NaN: NaN), the least
+    convenient readings (executor_strict.py)."""
     if bool(ceil_mode):
         raise LoweringError("MIL executor: max_pool with ceil_mode is not implemented")
     nsp = x.ndim - 2
@@ -108,13 +90,16 @@ def _max_pool(x, kernel_sizes, strides=None, pad_type="valid", pad=None, ceil_mo
     strides = [int(s) for s in (strides if strides is not None else [1] * nsp)]
     ones = [1] * nsp
     pads = _pads(pad_type, pad, nsp, x.shape[2:], kernel, strides, ones)
-    xp = np.pad(x, [(0, 0), (0, 0)] + pads, constant_values=-np.inf)
+    xp = np.pad(x, [(0, 0), (0, 0)] + pads, constant_values=0)
     out = _out_size(x.shape[2:], pads, kernel, strides, ones)
     acc = None
     for _, win in _windows(xp, kernel, strides, ones, out):
-        acc = win if acc is None else np.maximum(acc, win)
+        acc = win if acc is None else np.fmax(acc, win)
     return acc
+
+
 @override("select")
 def _select(cond, a, b, **_):
     # coremltools' value_inference breaks when scalar branches broadcast against cond
     return np.where(cond, a, b)
+

@@ -101,7 +101,9 @@ def _conv(ctx, node, x, w):
 
 def _native_max_pool(ctx, node, x):
     """max over 1-3 window axes, unit dilations: transpose the window axes last, fold the rest
-    into [1, C], MIL max_pool (which pads with -inf), and undo."""
+    into [1, C], pad with -inf (MIL gives max_pool's padding no value), MIL max_pool, and
+    undo. MIL's max_pool promises nothing for a NaN, JAX's propagates it: the same max_pool
+    takes the NaN flags of x as C more channels, and a window with a NaN is NaN."""
     a, shape = node.attrs, node.inputs[0].shape
     win = [d for d in range(len(shape)) if a["window_dimensions"][d] != 1
            or a["window_strides"][d] != 1 or a["padding"][d] != (0, 0)]
@@ -112,9 +114,17 @@ def _native_max_pool(ctx, node, x):
         x = mb.transpose(x=x, perm=ctx.ints(perm))
     c = int(np.prod([shape[d] for d in other], dtype=np.int64))
     x = mb.reshape(x=x, shape=ctx.ints([1, c] + [shape[d] for d in win]))
-    y = mb.max_pool(x=x, kernel_sizes=ctx.ints([a["window_dimensions"][d] for d in win]),
-                    strides=ctx.ints([a["window_strides"][d] for d in win]),
-                    pad_type="custom", pad=ctx.ints([p for d in win for p in a["padding"][d]]))
+    pads = [p for d in win for p in a["padding"][d]]
+    if any(pads):
+        x = mb.pad(x=x, pad=ctx.ints([0, 0, 0, 0] + pads), mode="constant",
+                   constant_val=ctx.like(-np.inf, x))
+    flags = mb.cast(x=mb.not_equal(x=x, y=x), dtype=MIL_FLOAT[ctx.np_dtype(x).name])
+    both = mb.max_pool(x=mb.concat(values=[x, flags], axis=1),
+                       kernel_sizes=ctx.ints([a["window_dimensions"][d] for d in win]),
+                       strides=ctx.ints([a["window_strides"][d] for d in win]),
+                       pad_type="valid")
+    y, nan = mb.split(x=both, num_splits=2, axis=1)
+    y = mb.select(cond=mb.greater(x=nan, y=ctx.like(0, nan)), a=ctx.like(np.nan, y), b=y)
     out = node.out.shape
     y = mb.reshape(x=y, shape=ctx.ints([out[d] for d in perm]))
     if perm != list(range(len(shape))):
@@ -122,6 +132,7 @@ def _native_max_pool(ctx, node, x):
     return y
 
 
+MIL_FLOAT = {"float32": "fp32", "float16": "fp16"}
 COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 
 
@@ -158,9 +169,21 @@ def _pool(ctx, node, x):
     x, shape = _dilate(ctx, x, shape, axes, a["base_dilation"], init, dtype)
     x, shape, pads = _edges(ctx, x, shape, a["padding"], init, dtype, axes)
     x, shape = pad_edges(ctx, x, shape, pads, init, dtype)
+    acc = _combined(ctx, x, node.out.shape, a, COMBINE[fn])
+    if fn != "sum" and dtype.kind == "f":
+        # MIL's maximum / minimum promise nothing for a NaN: the windows' NaN flags, combined
+        # alike (int32), make a window with a NaN NaN, as in JAX
+        flags = ctx.mb.cast(x=ctx.mb.not_equal(x=x, y=x), dtype="int32")
+        seen = _combined(ctx, flags, node.out.shape, a, "maximum")
+        acc = ctx.mb.select(cond=ctx.mb.greater(x=seen, y=ctx.scalar(0, np.int32)),
+                            a=ctx.like(np.nan, acc), b=acc)
+    return acc
+
+
+def _combined(ctx, x, out, a, op):
     acc = None
-    for _, part in _windows(ctx, x, node.out.shape, a):
-        acc = part if acc is None else getattr(ctx.mb, COMBINE[fn])(x=acc, y=part)
+    for _, part in _windows(ctx, x, out, a):
+        acc = part if acc is None else getattr(ctx.mb, op)(x=acc, y=part)
     return acc
 
 
@@ -168,7 +191,8 @@ def _pool(ctx, node, x):
 def _select_and_scatter_add(ctx, node, source, operand):
     """Max-pool (select ge) / min-pool (le) backward, O(window) ops: for each window offset
     the first position equal to the window's best takes the cotangent; each offset's share is
-    placed back with interior+edge padding and summed."""
+    placed back with interior+edge padding and summed. (A window holding NaN: which position
+    takes it is unspecified, docs/mil-semantics.md.)"""
     a = node.attrs
     mb = ctx.mb
     dtype = mil_np_dtype(node.inputs[1].dtype)

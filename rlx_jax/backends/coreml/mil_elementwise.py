@@ -17,7 +17,7 @@ DIRECT_UNARY = {
     "exp2": "exp2", "sqrt": "sqrt", "square": "square", "erf": "erf", "tanh": "tanh",
     "sigmoid": "sigmoid", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
     "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "atanh": "atanh",
-    "relu": "relu", "silu": "silu",
+    "silu": "silu",
 }
 UNSUPPORTED_UNARY = {"population_count": "MIL has no bit-counting op"}
 
@@ -70,20 +70,24 @@ def _trunc(ctx, x):
 
 
 def _round(ctx, node, x):
-    """rounding 1: ties to even (MIL round); 0: ties away from zero."""
+    """rounding 1: ties to even; 0: ties away from zero. MIL's round promises the nearest
+    integer, not where an exact half goes (only 0.5 -> 0), so a half (x - floor(x) == 0.5) is
+    placed here: away from zero x + sign(x) / 2, to even 2 * round(x / 2) (x / 2 is no half)."""
     mb = ctx.mb
     r = mb.round(x=x)
+    tie = mb.equal(x=mb.sub(x=x, y=mb.floor(x=x)), y=ctx.like(0.5, x))
     if node.attrs.get("rounding", 0) == 1:
-        return r
-    t = _trunc(ctx, x)
-    tie = mb.equal(x=mb.abs(x=mb.sub(x=x, y=t)), y=ctx.like(0.5, x))
-    return mb.select(cond=tie, a=mb.add(x=t, y=mb.sign(x=x)), b=r)
+        half = mb.mul(x=mb.round(x=mb.mul(x=x, y=ctx.like(0.5, x))), y=ctx.like(2, x))
+    else:
+        half = mb.add(x=x, y=mb.mul(x=mb.sign(x=x), y=ctx.like(0.5, x)))
+    return mb.select(cond=tie, a=half, b=r)
 
 
 def _sign(ctx, x):
-    """sign keeping a zero's own sign (JAX: sign(-0.0) is -0.0)."""
+    """sign keeping a zero's own sign (JAX: sign(-0.0) is -0.0) and NaN (MIL's sign gives -1, 0
+    or 1 only): x itself unless |x| > 0."""
     mb = ctx.mb
-    return mb.select(cond=mb.equal(x=x, y=ctx.like(0, x)), a=x, b=mb.sign(x=x))
+    return mb.select(cond=mb.greater(x=mb.abs(x=x), y=ctx.like(0, x)), a=mb.sign(x=x), b=x)
 
 
 def _large(ctx, x):
@@ -156,6 +160,9 @@ COMPOSED_UNARY = {
     "log1p": lambda ctx, n, x: log1p(ctx, x),
     "expm1": lambda ctx, n, x: _expm1(ctx, x),
     "round": _round,
+    # x <= 0 ? 0 : x, not MIL's relu, whose NaN the spec leaves open (JAX: relu(NaN) is NaN)
+    "relu": lambda ctx, n, x: ctx.mb.select(cond=ctx.mb.less_equal(x=x, y=ctx.like(0, x)),
+                                            a=ctx.like(0, x), b=x),
     "is_finite": lambda ctx, n, x: ctx.mb.less_equal(
         x=ctx.mb.abs(x=x), y=ctx.like(np.finfo(ctx.np_dtype(x)).max, x)),
     "erfc": lambda ctx, n, x: ctx.mb.sub(x=ctx.like(1, x), y=ctx.mb.erf(x=x)),
@@ -193,20 +200,63 @@ def _activation(ctx, node, x):
     refuse(node, f"no MIL rule for unary fn {fn!r}")
 
 
+def _by_zero(ctx, y, value, r):
+    """JAX's integer x / 0 (-1) and x % 0 (x): MIL leaves division by zero undefined."""
+    mb = ctx.mb
+    return mb.select(cond=mb.equal(x=y, y=ctx.scalar(0, np.int32)), a=value, b=r)
+
+
 def _int_div(ctx, x, y):
-    """Integer division rounding toward zero (JAX), from MIL's flooring floor_div."""
+    """Integer division rounding toward zero (JAX), from MIL's flooring floor_div; whether
+    mod(x, y) is 0 does not depend on mod's sign convention, which MIL does not give."""
     mb = ctx.mb
     q = mb.floor_div(x=x, y=y)
     inexact = mb.not_equal(x=mb.mod(x=x, y=y), y=ctx.scalar(0, np.int32))
     signs_differ = mb.not_equal(x=mb.sign(x=x), y=mb.sign(x=y))
     fix = mb.logical_and(x=inexact, y=signs_differ)
-    return mb.add(x=q, y=mb.cast(x=fix, dtype="int32"))
+    return _by_zero(ctx, y, ctx.scalar(-1, np.int32), mb.add(x=q, y=mb.cast(x=fix,
+                                                                              dtype="int32")))
 
 
 def _rem(ctx, x, y):
-    """C fmod semantics (sign of the dividend): sign(x) * mod(|x|, |y|)."""
+    """C fmod semantics (sign of the dividend): sign(x) * mod(|x|, |y|), a mod of operands of
+    one sign (MIL does not say whose sign its mod takes)."""
     mb = ctx.mb
-    return mb.mul(x=mb.sign(x=x), y=mb.mod(x=mb.abs(x=x), y=mb.abs(x=y)))
+    r = mb.mul(x=mb.sign(x=x), y=mb.mod(x=mb.abs(x=x), y=mb.abs(x=y)))
+    return _by_zero(ctx, y, x, r) if ctx.np_dtype(x).kind == "i" else r
+
+
+def _nan_free_const(v):
+    """Whether IR value `v` is a constant without NaN."""
+    if v.node is None or v.node.kind is not K.Constant:
+        return False
+    c = np.asarray(v.node.attrs["value"])
+    return c.dtype.kind != "f" or not np.isnan(c).any()
+
+
+def _max_min(ctx, node, x, y, op):
+    """JAX's max / min: NaN if either operand is NaN. MIL's maximum / minimum promise nothing
+    for a NaN (Metal's fmax drops it), so each operand that may be NaN is selected where it is."""
+    mb = ctx.mb
+    r = getattr(mb, op)(x=x, y=y)
+    if node.inputs[0].dtype.kind != "f":
+        return r
+    for v, var in ((node.inputs[1], y), (node.inputs[0], x)):
+        if not _nan_free_const(v):
+            r = mb.select(cond=mb.not_equal(x=var, y=var), a=var, b=r)
+    return r
+
+
+def _pow(ctx, x, y):
+    """pow with IEEE 754's exact cases, which MIL does not promise: pow(x, 0) = 1 (NaN x too),
+    pow(1, y) = 1 (NaN y too), pow(-1, +-inf) = 1."""
+    mb = ctx.mb
+    one = ctx.like(1, x)
+    exact = mb.logical_or(x=mb.equal(x=y, y=ctx.like(0, y)), y=mb.equal(x=x, y=one))
+    exact = mb.logical_or(x=exact, y=mb.logical_and(
+        x=mb.equal(x=x, y=ctx.like(-1, x)),
+        y=mb.equal(x=mb.abs(x=y), y=ctx.like(np.inf, y))))
+    return mb.select(cond=exact, a=one, b=mb.pow(x=x, y=y))
 
 
 def _negative(ctx, v):
@@ -234,7 +284,8 @@ def _atan2(ctx, y, x):
     return mb.select(cond=_negative(ctx, x), a=mb.add(x=base, y=turn), b=base)
 
 
-DIRECT_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "max": "maximum", "min": "minimum"}
+DIRECT_BINARY = {"add": "add", "sub": "sub", "mul": "mul"}
+MAX_MIN = {"max": "maximum", "min": "minimum"}
 LOGICAL = {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}
 
 
@@ -250,12 +301,14 @@ def _binary(ctx, node, x, y):
         refuse(node, f"arithmetic {fn} on bool", "cast to int32 first")
     if fn in DIRECT_BINARY:
         return getattr(mb, DIRECT_BINARY[fn])(x=x, y=y)
+    if fn in MAX_MIN:
+        return _max_min(ctx, node, x, y, MAX_MIN[fn])
     if fn == "div":
         return mb.real_div(x=x, y=y) if dt.kind == "f" else _int_div(ctx, x, y)
     if fn == "rem":
         return _rem(ctx, x, y)
     if fn == "pow" and dt.kind == "f":
-        return mb.pow(x=x, y=y)
+        return _pow(ctx, x, y)
     if fn == "atan2" and dt.kind == "f":
         return _atan2(ctx, x, y)
     refuse(node, f"no MIL op for {fn} on {dt.name}")

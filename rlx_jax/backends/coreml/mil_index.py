@@ -199,6 +199,14 @@ def _scatter(ctx, node, x, idx, upd):
     if is_bool:
         x, upd = mb.cast(x=x, dtype="int32"), mb.cast(x=upd, dtype="int32")
     y = mb.scatter_nd(data=x, indices=flat, updates=upd, mode=SCATTER_MODE[fn])
+    if fn in ("min", "max") and dtype.kind == "f":
+        # MIL's scatter max / min promise nothing for a NaN, JAX's propagate it: the NaN flags
+        # of data and updates, scattered alike (int32), make an element that met one NaN
+        def flags(v):
+            return mb.cast(x=mb.not_equal(x=v, y=v), dtype="int32")
+        seen = mb.scatter_nd(data=flags(x), indices=flat, updates=flags(upd), mode="max")
+        y = mb.select(cond=mb.greater(x=seen, y=ctx.scalar(0, np.int32)),
+                      a=ctx.like(np.nan, y), b=y)
     if is_bool:
         y = mb.cast(x=y, dtype="bool")
     if drop:

@@ -5,14 +5,16 @@ Each is claimed only for the configurations it handles (CLAIM_PREDICATES, consul
 legalization): any other node of these kinds is decomposed instead.
 
 MaxPool2dBackward, non-overlapping unpadded windows that tile the input (at most rank 5 once
-split): reshape the windows into rows, `reduce_argmax` (the first maximum, as
-select_and_scatter_add with `ge`), compare with the window positions and select dy there. No
-scatter, 10 ops whatever the size, O(input) work.
+split): reshape the windows into rows, the first maximum of each row (as select_and_scatter_add
+with `ge`; a min over the indices of the maxima, since MIL's reduce_argmax promises no tie
+order), compare with the window positions and select dy there. No scatter, 13 ops whatever the
+size, O(input) work. Which position of a window holding NaN takes dy is unspecified.
 """
 import numpy as np
 
 from ...ir.ops import OpKind as K
 from ...passes.decompose.autodiff import pool_is_tiling
+from .mil_reduce import first_best
 from .mil_shape import pad_interior, slice_
 from .table import mil_rule, refuse
 
@@ -56,7 +58,7 @@ def _max_pool_backward(ctx, node, x, dy):
     if perm != sorted(perm):
         rows = mb.transpose(x=rows, perm=ctx.ints(perm))
     rows = mb.reshape(x=rows, shape=ctx.ints([m, k]))
-    first = mb.reduce_argmax(x=rows, axis=1, keep_dims=True)                     # [M, 1]
+    first = first_best(ctx, rows, 1, (m, k), "reduce_max")                       # [M, 1]
     hit = mb.equal(x=first, y=ctx.const(np.arange(k, dtype=np.int32)))           # [M, K]
     zeros = ctx.const(np.zeros((1, k), ctx.np_dtype(x)))     # [1, K]: select's shape is a's ⊔ b's
     routed = mb.select(cond=hit, a=mb.reshape(x=dy, shape=ctx.ints([m, 1])), b=zeros)
