@@ -210,11 +210,11 @@ EMPTY = {   # name -> (function, arguments)
 }
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("name", EMPTY)
 EMPTY_ON_HOST = {"and_empty_inside_u8": "MIL has no bitwise reduction of uint8: on the host"}
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", EMPTY)
 def test_zero_size_arguments_and_results(name, backend):
     f, args = EMPTY[name]
     if backend == "coreml" and name in EMPTY_ON_HOST:
