@@ -37,4 +37,4 @@ def _programs_ran_where_expected(request):
     where_ran.check(programs, host=host and (host.args or ("marked",))[0],
                     eager=eager and (eager.args or ("marked",))[0],
                     host_backends=host.kwargs.get("backends", where_ran.DEVICE_BACKENDS)
-                    if host else ())
+                    if host else where_ran.DEVICE_BACKENDS)
