@@ -134,6 +134,8 @@ GRADS = [
 @pytest.mark.parametrize("name, f", GRADS, ids=[n for n, _ in GRADS])
 @pytest.mark.parametrize("batch", [(), (2,)])
 @pytest.mark.host("complex64 ops MLX has no kernel for, or gets wrong, run on the host")
+@pytest.mark.eager("mx.compile of the complex eigh gradient fails inside MLX "
+                   "(IndexError: _Map_base::at): it runs eagerly, equal to JAX")
 def test_grad_matches_jax(name, f, batch):
     a = RNG.standard_normal((*batch, 4, 4)).astype(np.float32)
 

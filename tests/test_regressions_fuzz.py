@@ -98,10 +98,9 @@ UNARY = {"log1p": jnp.log1p, "expm1": jnp.expm1, "log": jnp.log, "exp": jnp.exp,
          "sign": jnp.sign, "cbrt": jnp.cbrt, "atan": jnp.arctan}
 
 
-# known signed-zero divergences (backend, op) -> reason; everything else must match
-KNOWN = {
-    ("mlx", "erf"): "MLX's erf(+0.0) is -0.0",
-}
+# known signed-zero divergences (backend, op) -> reason; everything else must match (MLX's
+# erf(+0.0) = -0.0 is corrected by the rule: tests/test_regressions_mlx.py)
+KNOWN = {}
 
 
 @pytest.mark.parametrize("name", list(UNARY))
