@@ -6,8 +6,9 @@ Covered: a Core ML package with 64 bytes flipped in the middle of weight.bin (it
 max error 2.0), a record of an older rlx_jax (sizes only), an MLX kernel library with 64 bytes
 of its machine code flipped (it used to crash the process), a library without a record, and a
 pattern-cache pickle changed so that it still unpickles. Each damage is done between two
-processes, as a disk, a copy or an editor would do it. The cost of the checks:
-benchmarks/bench_cache_verify.py.
+processes, as a disk, a copy or an editor would do it. The older-record, unlisted-file and
+library-without-record cases run in the slow step (each is two subprocesses). The cost of the
+checks: benchmarks/bench_cache_verify.py.
 """
 import glob
 import json
@@ -109,6 +110,7 @@ def test_flipped_weights_are_found_in_the_next_process_and_rebuilt(cache):
 
 
 @needs_coreml
+@pytest.mark.slow
 def test_record_without_hashes_is_not_trusted(cache):
     """A record of an older rlx_jax (file sizes only) vouches for nothing: rebuilt."""
     from rlx_jax.backends.coreml.package_cache import RECORD, problem
@@ -125,6 +127,7 @@ def test_record_without_hashes_is_not_trusted(cache):
 
 
 @needs_coreml
+@pytest.mark.slow
 def test_a_file_the_record_does_not_list_is_found(cache):
     from rlx_jax.backends.coreml.package_cache import problem
     _run(cache, "coreml")
@@ -184,6 +187,7 @@ def test_flipped_kernel_code_is_found_in_the_next_process_and_rebuilt(cache):
 
 
 @needs_mlx
+@pytest.mark.slow
 def test_kernel_library_without_a_record_is_rebuilt(cache):
     """Libraries of an older rlx_jax (or a build killed before its record) are not loaded."""
     from rlx_jax.backends.mlx.kernel_cache import RECORDS, library_problem
