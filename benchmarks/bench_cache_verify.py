@@ -20,7 +20,6 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 
 import jax.numpy as jnp
 import numpy as np
@@ -28,14 +27,7 @@ import numpy as np
 import rlx_jax
 from rlx_jax import cache
 
-
-def timed(fn, n):
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+from bench_mlx import bench  # noqa: E402  (the median-of-n timer; benchmarks/ is on sys.path)
 
 
 def side_by_side(fns, n, rounds):
@@ -44,7 +36,7 @@ def side_by_side(fns, n, rounds):
     best = {k: float("inf") for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
-            best[k] = min(best[k], timed(fn, n))
+            best[k] = min(best[k], bench(fn, n, warm=0))
     return best
 
 
@@ -60,6 +52,8 @@ def package_of(dim_in, dim_out):
 HIT = """
 import os, sys, time
 from rlx_jax import cache
+
+from bench_mlx import bench  # noqa: E402  (the median-of-n timer; benchmarks/ is on sys.path)
 from rlx_jax.backends.coreml import package_cache
 from rlx_jax.backends.coreml.executor import MilReferenceExecutor
 path, warm_up = sys.argv[1:3]
