@@ -124,8 +124,7 @@ def mlx_conv_checks():
 @pytest.mark.skipif("mlx" not in BACKENDS, reason="mlx is not installed")
 def test_conv_with_zero_features_on_mlx_in_a_fresh_process():
     """In a subprocess, so that a crash fails this test instead of ending the test run."""
-    code = ("import sys; sys.path.insert(0, 'tests')\n"
-            "import test_regressions_mlx as t\n"
+    code = ("import tests.test_regressions_mlx as t\n"
             "t.mlx_conv_checks()\n")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
