@@ -54,13 +54,9 @@ def check(programs, host=None, eager=None, host_backends=DEVICE_BACKENDS):
         if name not in DEVICE_BACKENDS:
             continue
         try:
-            if host and name in host_backends:   # host ops allowed, not required
-                if c.lowered.placement().device_only:
-                    rlx_jax.testing.assert_ran_on_device(c, eager=bool(eager))
-                else:
-                    rlx_jax.testing.assert_ran_on_device(c, host=True, eager=bool(eager))
-            else:
-                rlx_jax.testing.assert_ran_on_device(c, eager=bool(eager))
+            may_host = bool(host) and name in host_backends   # allowed, not required
+            on_host = may_host and not c.lowered.placement().device_only
+            rlx_jax.testing.assert_ran_on_device(c, host=on_host, eager=bool(eager))
         except AssertionError as e:
             bad.append(str(e))
     if bad:
