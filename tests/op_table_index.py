@@ -108,5 +108,49 @@ SCATTER_CASES = [
         args(f32(4, 5, 3), _idx([[3, 1], [0, 2], [4, 3]]), f32(3, 2))),
 ]
 
-CASES = DYNAMIC_CASES + GATHER_CASES + SCATTER_CASES
+
+
+def _apply(func, dn, update_shape, **kw):
+    return lambda x, i: lax.scatter_apply(x, i, func, dn, update_shape=update_shape, **kw)
+
+
+_AFFINE = lambda v: v * 3 - 1         # noqa: E731 - exact in int32: shows how often it ran
+_ROW = SDN(update_window_dims=(1,), inserted_window_dims=(), scatter_dims_to_operand_dims=(0,))
+# lax.scatter_apply: a `scatter` whose update_jaxpr is func(operand element); an element that k
+# update elements hit gets func applied k times (was: replaced by the placeholder zeros)
+APPLY_CASES = [
+    Case("scatter_apply_f32", _apply(jnp.sin, SDN((), (0,), (0,)), (2,)),
+         args(f32(10), _idx([[0], [1]]))),
+    # windows of 2 at 0, 9 (out of bounds: dropped), 3 twice (3 gets sin∘sin, 4 too), 12
+    Case("scatter_apply_dup_drop_f32", _apply(jnp.sin, _ROW, (5, 2)),
+         args(f32(10), _idx([[0], [9], [3], [3], [12]]))),
+    # clipped: 9 and 12 start at 8, so 3, 4, 8, 9 get it twice
+    Case("scatter_apply_dup_clip_i32", _apply(_AFFINE, _ROW, (5, 2), mode="clip"),
+         args(arr(I32, 10), _idx([[0], [9], [3], [3], [12]]))),
+    Case("scatter_apply_unique_f32",
+         _apply(jnp.exp, SDN((), (0,), (0,)), (3,), unique_indices=True),
+         args(f32(6), _idx([[4], [0], [2]]))),
+    # lax_test.testScatterApply's batched case: index batching dims (1, 0), window dim 2
+    Case("scatter_apply_batched_f32", _apply(jnp.sin, SDN(
+        update_window_dims=(2,), inserted_window_dims=(), scatter_dims_to_operand_dims=(2,),
+        operand_batching_dims=(0, 1), scatter_indices_batching_dims=(1, 0)), (3, 2, 3)),
+        args(f32(2, 3, 10), _idx([[[0], [1]], [[2], [3]], [[4], [5]]]))),
+]
+
+# an index vector of length 0 (`x.at[0:n].add(u)` over a whole axis: indices i32[0], one window
+# at the origin); Core ML's empty-value fold took it for a scatter of no updates (the operand)
+_POLY_A = [3, -5, 1, -1, 3, -5, 1, 4, 3, 0, 0, 3]        # lax_numpy_test.testPolyDiv0's int32
+_POLY_B = [-3, -2, -4, 4, 1, 1, -3, -1, -3, 1, -4, 0]
+EMPTY_INDEX_CASES = [
+    Case("scatter-add_empty_index_f32", lambda x, u: x.at[0:4].add(u),
+         args(f32(4, 3), f32(4, 3)), grad=True),
+    Case("scatter-max_empty_index_f32", lambda x, u: x.at[:, 0:3].max(u),
+         args(f32(2, 3), f32(2, 3))),
+    Case("polydiv_i32", jnp.polydiv, args(const(_POLY_A, I32), const(_POLY_B, I32)),
+         atol=1e-4, rtol=1e-5),
+    Case("polydiv_long_i32", jnp.polydiv, args(const(_POLY_A, I32), const(_POLY_B[:4], I32)),
+         atol=1e-4, rtol=1e-5),
+]
+
+CASES = DYNAMIC_CASES + GATHER_CASES + SCATTER_CASES + APPLY_CASES + EMPTY_INDEX_CASES
 _ = np, F16, U32, BF16, BOOL

@@ -228,6 +228,21 @@ def test_unsupported_reduce_window_body():
         rlx_jax.trace(f, X)
 
 
+def test_scatter_with_a_general_update_computation_is_refused():
+    """A scatter's update_jaxpr is what XLA computes at each update; one that is no replace,
+    add, sub, mul, min, max or function of the operand alone is refused, never replaced."""
+    from jax._src.lax import lax as lax_internal, slicing
+    jaxpr, consts = lax_internal._reduction_jaxpr(lambda a, b: a * b + 1.0,
+                                                  jax.core.ShapedArray((), np.float32))
+    f = lambda x, u: slicing.scatter_p.bind(  # noqa: E731
+        x, np.array([[0], [2]], np.int32), u, update_jaxpr=jaxpr, update_consts=consts,
+        dimension_numbers=lax.ScatterDimensionNumbers((), (0,), (0,)),
+        indices_are_sorted=False, unique_indices=False, mode=lax.GatherScatterMode.CLIP)
+    with pytest.raises(UnsupportedPrimitiveError, match="update computation") as info:
+        rlx_jax.jit(f, backend="xla")(X[0], X[0, :2])
+    assert "scatter ×1" in str(info.value) and "lax.scatter_apply" in str(info.value)
+
+
 # ---- printer and builder -----------------------------------------------------------------------
 
 def test_printer_text():

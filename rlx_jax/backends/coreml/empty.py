@@ -5,7 +5,8 @@ statically, so before lowering `fold_empty` takes them out of the graph: an empt
 model input, a node whose results are all empty is dropped, and a node with a non-empty result
 that consumes an empty value is replaced by what that result must be (FOLDS: a reduction over an
 empty axis is its identity, a contraction over an empty axis is zeros, a concatenation skips
-its empty operands, a pad of nothing is all padding, a scatter of no updates is its operand).
+its empty operands, a pad of nothing is all padding, a scatter of no updates is its operand,
+one on an empty index vector scatters at the origin: `_scatter`).
 The MIL program never sees a zero-size tensor. Results that are empty, or that fold to
 constants, come from the host; when no result needs the device no model is built at all. An
 argument returned as it is whose dtype no Core ML tensor holds (a PRNG key's uint32 data) is
@@ -50,12 +51,31 @@ FOLDS = {  # kind -> fold(builder, node, new operands, which operands are empty)
     K.Concat: _concat,     # result of empty operands
     K.Reduce: lambda b, n, ins, empty: _filled(b, n, init_value(n.attrs["fn"], n.out.dtype)),
     K.Pad: _pad,
-    K.Scatter: lambda b, n, ins, empty: (ins[0],),          # no updates: the operand
-    K.ScatterAdd: lambda b, n, ins, empty: (ins[0],),
+    K.Scatter: lambda b, n, ins, empty: _scatter(b, n, ins, empty),
+    K.ScatterAdd: lambda b, n, ins, empty: _scatter(b, n, ins, empty),
     K.DynamicUpdateSlice: lambda b, n, ins, empty: (ins[0],),
     **{k: lambda b, n, ins, empty: _filled(b, n, 0) for k in CONTRACTIONS},
     K.Scan: lambda b, n, ins, empty: fold_scan(b, n, ins, empty, _refuse),  # its initial carry
 }
+
+
+def _scatter(b, node, ins, empty):
+    """A scatter of no updates is its operand. One whose indices alone are empty has an index
+    vector of length 0 (`x.at[0:n].add(u)` over a whole axis): every update window starts at
+    0 in every operand dimension, which is the same scatter on one index column of zeros for
+    an operand dimension that is no batching dimension (in bounds whatever the mode)."""
+    x, idx, upd = ins
+    if upd.size == 0:
+        return (x,)
+    dn = node.attrs["dimension_numbers"]
+    free = [d for d in range(len(x.shape)) if d not in dn.operand_batching_dims]
+    if not (empty == [False, True, False] and idx.shape and idx.shape[-1] == 0 and free):
+        return _refuse(b, node, ins, empty)
+    zeros = b.const(np.zeros((*idx.shape[:-1], 1), idx.dtype))
+    out = copy_node(b, node, [x, zeros, upd])
+    out[0].node.attrs = dict(node.attrs, dimension_numbers=dn._replace(
+        scatter_dims_to_operand_dims=(free[0],)))
+    return out
 
 
 def _refuse(b, node, ins, empty):
