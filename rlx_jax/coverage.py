@@ -1,7 +1,8 @@
 """Generated coverage documents, derived from the rule and claim tables (never written by hand).
 
 - `primitives_markdown()`: the JAX primitives the frontend translates (JAXPR_RULES, plus the
-  call-like primitives it inlines) and those it refuses, with the reason users see (UNSUPPORTED).
+  call-like primitives it inlines), those it keeps as HostPrimitive with fallback="host" and
+  those it refuses, with the reason users see (UNSUPPORTED).
 - `op_coverage_markdown()`: every OpKind against every backend: native, native backward,
   decomposed, partly decomposed or —, from each backend's SUPPORTED_OPS / NATIVE_BACKWARD_OPS /
   BACKWARD_OPS and the DECOMPS and PARTIAL tables.
@@ -37,10 +38,12 @@ def primitives_markdown():
              f"Inlined call-like primitives ({len(inlined)}): {_code_list(inlined)}.", ""]
     for title, names in ((
             f"Kept as they are and run as JAX on the host (`HostPrimitive`) with "
-            f"`fallback=\"host\"`, the default; refused with an `UnsupportedPrimitiveError` with "
-            f"`fallback=\"error\"` ({len(HOST_RUNNABLE)})", HOST_RUNNABLE), (
-            f"Refused with an `UnsupportedPrimitiveError` "
-            f"({len(set(UNSUPPORTED) - HOST_RUNNABLE)})", set(UNSUPPORTED) - HOST_RUNNABLE)):
+            f"`fallback=\"host\"`, the default, like any other primitive with no rule whose "
+            f"equation has no effects; refused with an `UnsupportedPrimitiveError` with "
+            f"`fallback=\"error\"` ({len(HOST_RUNNABLE)} listed)", HOST_RUNNABLE), (
+            f"Refused with an `UnsupportedPrimitiveError`, as is any unlisted primitive with no "
+            f"rule whose equation has effects ({len(set(UNSUPPORTED) - HOST_RUNNABLE)})",
+            set(UNSUPPORTED) - HOST_RUNNABLE)):
         by_reason = {}
         for prim in sorted(names):
             by_reason.setdefault(UNSUPPORTED[prim], []).append(prim)

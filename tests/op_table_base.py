@@ -29,7 +29,7 @@ FLOATS = (F32, F16, BF16)
 INTS = (I32, U32)
 SHORT = {F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", U32: "u32", BOOL: "bool",
          "float64": "f64", "int64": "i64", "uint64": "u64", "int8": "i8", "uint8": "u8",
-         "int16": "i16", "complex64": "c64"}
+         "int16": "i16", "uint16": "u16", "complex64": "c64"}
 # (atol, rtol) per dtype; low-precision floats compare at a few ulps of their own precision
 TOL = {F32: (1e-5, 1e-5), F16: (5e-3, 5e-3), BF16: (3e-2, 3e-2), "float64": (1e-12, 1e-12)}
 

@@ -74,7 +74,35 @@ def _shift(name, fn):
             for dt in ("int32", "uint32")]
 
 
+def _mulhi_edges(dt, top=None):
+    """Every pair of a dtype's edge values (min, max, 0, +-1, +-2, around 2**(N/2)), then
+    random ones; `top` caps them (uint32 within int32 range, which Core ML can hold)."""
+    info = np.iinfo(dt)
+    hi = int(info.max) if top is None else top
+    half = 1 << (4 * np.dtype(dt).itemsize)
+    edge = sorted({v for v in (int(info.min), hi, 0, 1, -1, 2, -2, hi - 1, int(info.min) + 1,
+                               half, half - 1, -half, hi // 3) if info.min <= v <= hi})
+    xs = [a for a in edge for _ in edge]
+    ys = [b for _ in edge for b in edge]
+
+    def make(r):
+        rand = r.randint(int(info.min), hi + 1, size=(2, 64), dtype=np.int64)
+        return tuple(np.asarray(v + list(w)).astype(dt) for v, w in ((xs, rand[0]), (ys, rand[1])))
+    return make
+
+
+# lax.mulhi: the high half of the 2N-bit product (frontend/rules/elementwise.py decomposes it)
+MULHI_CASES = [
+    *[Case(f"mulhi_{SHORT[dt]}", lax.mulhi, _mulhi_edges(dt))
+      for dt in ("int8", "int16", I32, "uint8", "uint16")],
+    Case("mulhi_u32", lax.mulhi, _mulhi_edges(U32, top=2 ** 31 - 1)),
+    Case("mulhi_u32_above_int32", lax.mulhi, _mulhi_edges(U32)),
+    Case("mulhi_scalar_i16", lambda x: lax.mulhi(x, jnp.int16(-300)),
+         lambda r: _mulhi_edges("int16")(r)[:1]),
+]
+
 BINARY_CASES = [
+    *MULHI_CASES,
     *_binary("add", lax.add, FLOATS + INTS, grad=True), *_binary("sub", lax.sub, FLOATS + (I32,),
                                                                  grad=True),
     *_binary("mul", lax.mul, FLOATS + INTS, grad=True),

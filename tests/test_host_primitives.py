@@ -1,13 +1,20 @@
-"""JAX primitives with no RLX kind yet (some special functions, host callbacks) run
-as JAX on the host (OpKind.HostPrimitive) on every backend, with their gradients; with
-fallback="error" they are refused as before. Oracle: JAX on CPU."""
+"""JAX primitives with no rlx_jax rule (some special functions, host callbacks, and any other
+primitive without effects, e.g. one defined here) run as JAX on the host (OpKind.HostPrimitive)
+on every backend, with their gradients; with fallback="error" they are refused naming each, and
+effectful ones, and those refused by name (io_callback, ...), are refused either way. Oracle:
+JAX on CPU."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
+from jax._src import core as jax_core, effects
+from jax.extend.core import Primitive
+from jax.interpreters import mlir
 
 import rlx_jax
 from rlx_jax import errors
+from rlx_jax.ir import host as ir_host
 from rlx_jax.ir.ops import OpKind as K
 
 from .conftest import BACKENDS
@@ -67,4 +74,125 @@ def test_the_placement_report_names_the_primitive():
         pytest.skip("coreml is not available here")
     text = str(rlx_jax.jit(incomplete_gamma, backend="coreml").lower(A, X).placement())
     assert "HostPrimitive[primitive=igamma" in text
-    assert "the JAX primitive `igamma` (no RLX kind yet)" in text
+    assert "the JAX primitive `igamma` (this special function has no RLX kind yet)" in text
+
+
+# ---- a primitive rlx_jax has never heard of ----------------------------------------------------
+
+def _affine_impl(x):
+    return x * 2.0 + 1.0
+
+
+affine_p = Primitive("rlx_test_affine")          # no effects: kept as a HostPrimitive
+affine_p.def_impl(_affine_impl)
+affine_p.def_abstract_eval(lambda x: x)
+mlir.register_lowering(affine_p, mlir.lower_fun(_affine_impl, multiple_results=False))
+
+
+class _TestEffect(effects.Effect):
+    pass
+
+
+effects.lowerable_effects.add_type(_TestEffect)
+effectful_p = Primitive("rlx_test_effectful")    # has an effect: refused
+effectful_p.def_impl(_affine_impl)
+effectful_p.def_effectful_abstract_eval(lambda x: (x, {_TestEffect()}))
+mlir.register_lowering(effectful_p, mlir.lower_fun(_affine_impl, multiple_results=False))
+
+
+def uses_affine(x):
+    return jnp.sin(affine_p.bind(x * 3.0)) - x
+
+
+def _host_primitives(lowered):
+    return {str(n.attrs["primitive"]): why for n, why in lowered.placement().host_ops()
+            if n.kind is K.HostPrimitive}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_primitive_with_no_rule_runs_on_the_host(backend):
+    """Given: rlx_test_affine (impl, abstract eval, MLIR lowering; no rlx_jax rule, no effects).
+    Result: with fallback="host" (the default) it is a HostPrimitive, bound as JAX binds it, in
+    a host segment reported with its reason; the rest runs on the device; results are JAX's."""
+    f = rlx_jax.jit(uses_affine, backend=backend)
+    _close(f(X), jax.jit(uses_affine)(X))
+    host = _host_primitives(f.lower(X))
+    if backend == "xla":
+        assert not host
+    else:
+        assert set(host) == {"rlx_test_affine"}, host
+        assert "no rlx_jax rule for JAX primitive rlx_test_affine" in host["rlx_test_affine"]
+        assert not f.lower(X).placement().device_only
+
+
+def test_a_primitive_with_no_rule_is_refused_by_name_with_fallback_error():
+    with pytest.raises(errors.UnsupportedPrimitiveError) as info:
+        rlx_jax.jit(uses_affine, backend="xla", fallback="error")(X)
+    msg = str(info.value)
+    assert "rlx_test_affine ×1 (no rlx_jax rule for JAX primitive rlx_test_affine)" in msg, msg
+    assert "test_host_primitives.py:" in msg and "(uses_affine)" in msg, msg
+    assert "rlx_test_affine run as JAX on the host with fallback='host'" in msg, msg
+
+
+def test_an_effectful_primitive_with_no_rule_is_refused_by_name():
+    """Host segments do not keep effects: refused with fallback="host" too, naming the effect."""
+    f = rlx_jax.jit(lambda x: effectful_p.bind(x) + 1.0, backend="xla")
+    with pytest.raises(errors.UnsupportedPrimitiveError) as info:
+        f(X)
+    msg = str(info.value)
+    assert "rlx_test_effectful ×1" in msg and "_TestEffect" in msg, msg
+    assert "run as JAX on the host with fallback='host'" not in msg, msg
+
+
+def test_refused_primitives_keep_their_refusal():
+    """io_callback (like the rbg generator, rng_uniform, all_to_all, shard_map) is refused by
+    name with its reason, even with fallback="host"."""
+    def f(x):
+        return jax.experimental.io_callback(lambda a: a, jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                            x) * 2
+    with pytest.raises(errors.UnsupportedPrimitiveError, match="io_callback orders its effects"):
+        rlx_jax.jit(f, backend="xla")(X)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_primitive_holding_a_sub_jaxpr_runs_on_the_host(backend):
+    """custom_vmap_call keeps its function as a ClosedJaxpr param: bound again as it is."""
+    @jax.custom_batching.custom_vmap
+    def g(x):
+        return jnp.sin(x) * 2.0
+
+    @g.def_vmap
+    def _rule(axis_size, in_batched, x):
+        return jnp.sin(x) * 2.0, in_batched[0]
+
+    f = rlx_jax.jit(lambda x: g(x) + 1.0, backend=backend)
+    _close(f(X), jnp.sin(X) * 2.0 + 1.0)
+    assert backend == "xla" or "custom_vmap_call" in _host_primitives(f.lower(X))
+
+
+def test_host_binding_of_a_call_primitive_goes_through_its_bind_params():
+    """A call-like primitive's params (call_jaxpr) are not what its bind takes: ir/host.bind
+    turns them into its bind's as jax.core.eval_jaxpr does (get_bind_params)."""
+    closed = jax.make_jaxpr(lambda a: jnp.sin(a) * 2.0)(X)
+    params = ir_host.HostParams({"call_jaxpr": closed}, "a call primitive")
+    out, = ir_host.bind(X, primitive=jax_core.closed_call_p, params=params)
+    _close(out, np.sin(X) * 2.0)
+
+
+# ---- lax.dce_sink: a rule that drops it --------------------------------------------------------
+
+@pytest.mark.parametrize("prevent_mlir_dce", [False, True])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dce_sink_is_dropped(backend, prevent_mlir_dce):
+    """lax.dce_sink (JAX's own tests; checkify puts it in while bodies) keeps a value alive for
+    JAX's dead-code elimination and has no results: nothing to run, on the device."""
+    def f(x):
+        y = jnp.exp(x)
+        lax.dce_sink(y, prevent_mlir_dce=prevent_mlir_dce)
+        return x * 2.0
+    assert "dce_sink" in str(jax.make_jaxpr(f)(X))
+    jitted = rlx_jax.jit(f, backend=backend)
+    _close(jitted(X), X * 2.0)
+    lowered = jitted.lower(X)
+    assert lowered.placement().device_only
+    assert K.Activation not in lowered.graph.kinds()     # the sunk exp is dead code

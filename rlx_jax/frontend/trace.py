@@ -3,8 +3,9 @@
 Inlines call-like primitives (jit, closed_call, call, custom_jvp_call, custom_vjp_call,
 remat2 = jax.checkpoint), turns literals and closed-over arrays into Constants, records the
 user's file:line on every node, removes dead code, and collects every unsupported primitive
-before raising once. `translate` emits a jaxpr into an existing Builder (for rules and
-decompositions written as jnp functions).
+before raising once. With `host` (jit's fallback="host"), a primitive with no rule becomes a
+HostPrimitive node unless it is refused (no_rule). `translate` emits a jaxpr into an existing
+Builder (for rules and decompositions written as jnp functions).
 """
 import os
 
@@ -20,7 +21,7 @@ from ..ir.host import HostParams
 from ..ir.ops import OpKind
 from ..ir.rewrite import dce
 from ..transforms import tracing
-from .rules import HOST_RUNNABLE, JAXPR_RULES, UNSUPPORTED
+from .rules import JAXPR_RULES, REFUSED, UNSUPPORTED
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 source_info_util.register_exclusion(_PKG_DIR)
@@ -95,6 +96,20 @@ def _plain(eqn):
     return not any(prng.is_key(v.aval.dtype) for v in (*eqn.invars, *eqn.outvars))
 
 
+def no_rule(eqn):
+    """(why, runnable) for an eqn whose primitive has no rule: the reason shown, and whether it
+    may be kept as a HostPrimitive (bound as JAX binds it, ir/host.py) with fallback="host".
+    Refused: the primitives in REFUSED, and unlisted ones whose eqn has effects."""
+    name = eqn.primitive.name
+    if name in UNSUPPORTED:
+        return UNSUPPORTED[name], name not in REFUSED
+    if eqn.effects:
+        kinds = ", ".join(sorted({type(e).__name__ for e in eqn.effects}))
+        return (f"no rlx_jax rule for JAX primitive {name}, and it has effects ({kinds}), which "
+                f"host segments do not keep; call it outside rlx_jax.jit"), False
+    return f"no rlx_jax rule for JAX primitive {name}", True
+
+
 def _placeholder(aval):
     """A stand-in value for an unsupported eqn's output."""
     return Value(aval.shape, _plain_dtype(aval))
@@ -103,8 +118,9 @@ def _placeholder(aval):
 class _Tracer:
     def __init__(self, b=None, host=False):
         self.b = b if b is not None else Builder(Graph())
-        self.host = host       # keep HOST_RUNNABLE primitives as HostPrimitive nodes
+        self.host = host       # keep primitives with no rule as HostPrimitive nodes (no_rule)
         self.missing = {}   # primitive name -> [count, first eqn text, reason, source line]
+        self.hostable = set()  # names in `missing` that fallback="host" would keep
         self.literals = {}
         self.call_src = None   # source line of the innermost enclosing call-like eqn
 
@@ -159,6 +175,7 @@ class _Tracer:
         for name, (count, text, why, where) in sub.missing.items():
             entry = self.missing.setdefault(name, [0, text, why, where])
             entry[0] += count
+        self.hostable |= sub.hostable
         return dce(sub.b.graph)
 
     def unsupported(self, eqn, src, reason):
@@ -174,13 +191,16 @@ class _Tracer:
             return self.inline(eqn.params[CALL_PARAMS[name]], invals, src)
         rule = JAXPR_RULES.get(name)
         if rule is None:
-            why = UNSUPPORTED.get(name, "no rule yet")
-            if self.host and name in HOST_RUNNABLE and _plain(eqn):
+            why, runnable = no_rule(eqn)
+            runnable = runnable and _plain(eqn)
+            if self.host and runnable:
                 self.b.src = src
                 out = EqnContext(self, eqn, src).emit(
                     OpKind.HostPrimitive, invals, primitive=eqn.primitive,
                     params=HostParams(eqn.params, why))
                 return [out] if isinstance(out, Value) else list(out)
+            if runnable:
+                self.hostable.add(name)
             return self.unsupported(eqn, src, why)
         self.b.src = src
         try:
@@ -201,7 +221,7 @@ class _Tracer:
     def raise_missing(self):
         if not self.missing:
             return
-        host = sorted(n for n in self.missing if n in HOST_RUNNABLE and not self.host)
+        host = sorted(n for n in self.missing if n in self.hostable and not self.host)
         lines = []
         for name, (count, text, why, src) in sorted(self.missing.items()):
             lines.append(f"  {name} ×{count} ({why})\n      {text}"
@@ -237,8 +257,8 @@ def boundary_input(b, aval):
 def graph_from_jaxpr(closed_jaxpr, name="main", host=True):
     """Translates a ClosedJaxpr into an IR Graph (one Input per jaxpr invar). Typed PRNG keys
     enter and leave it as their uint32 data (boundary_input; key results are unwrapped). With
-    `host`, primitives in HOST_RUNNABLE become HostPrimitive nodes (ir/host.py: run as JAX on
-    the host) instead of being refused."""
+    `host`, primitives with no rule become HostPrimitive nodes (ir/host.py: run as JAX on the
+    host) instead of being refused, except those no_rule refuses."""
     t = _Tracer(host=host)
     t.b.graph.name = name
     args = [boundary_input(t.b, v.aval) for v in closed_jaxpr.jaxpr.invars]

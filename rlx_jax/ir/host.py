@@ -1,8 +1,9 @@
 """A JAX primitive kept as it is in the IR (OpKind.HostPrimitive), for primitives the frontend
-has no RLX kind for yet (linear algebra, FFTs, complex parts, some special functions, host
-callbacks): the node holds the primitive and a `HostParams` of its params, its reference
-semantics bind the primitive, and since only the reference backend (xla) claims the kind, it
-runs on the host between device segments (placement.py) on every other backend.
+has no rule for (some linear algebra and special functions, host callbacks, and any other
+primitive without effects, frontend/trace.py: no_rule): the node holds the primitive and a
+`HostParams` of its params, its reference semantics bind the primitive, and since only the
+reference backend (xla) claims the kind, it runs on the host between device segments
+(placement.py) on every other backend.
 
 Given / Result (`jnp.linalg.cholesky(a)` on backend "coreml"):
     %2:f32[3,3] = HostPrimitive[primitive=cholesky, params={symmetrize_input}] %1
@@ -24,6 +25,8 @@ class HostParams:
 
 
 def bind(*operands, primitive, params):
-    """The reference semantics of a HostPrimitive node: the primitive itself."""
-    out = primitive.bind(*operands, **params.params)
+    """The reference semantics of a HostPrimitive node: the primitive itself, bound as
+    jax.core.eval_jaxpr binds it (`get_bind_params` turns the params of a primitive holding a
+    sub-jaxpr, a call-like one, into what its bind takes; other primitives keep theirs)."""
+    out = primitive.bind(*operands, **primitive.get_bind_params(params.params))
     return tuple(out) if primitive.multiple_results else out

@@ -69,10 +69,11 @@ def unclaimed(graph, keep):
 
 
 def _kind_name(n):
-    """The kind, or for a HostPrimitive the JAX primitive it keeps (`the JAX primitive
-    cholesky`)."""
+    """The kind, or for a HostPrimitive the JAX primitive it keeps and why (`the JAX primitive
+    `zeta` (this special function has no RLX kind yet)`)."""
     if n.kind is OpKind.HostPrimitive:
-        return f"the JAX primitive `{n.attrs['primitive']}` (no RLX kind yet)"
+        why = getattr(n.attrs.get("params"), "why", None) or "no RLX kind yet"
+        return f"the JAX primitive `{n.attrs['primitive']}` ({why})"
     return n.kind.name
 
 

@@ -56,7 +56,18 @@ def _binary(fn, a, b):
         return (max(a[0], b[0]), max(a[1], b[1]))
     if fn == "min":
         return (min(a[0], b[0]), min(a[1], b[1]))
+    if fn in ("div", "rem") and (b[0] > 0 or b[1] < 0):   # a divisor that is never 0
+        if fn == "div":   # truncating division is monotonic in each operand: the corners
+            qs = [_tdiv(x, y) for x in a for y in b]
+            return (min(qs), max(qs))
+        m = max(abs(b[0]), abs(b[1])) - 1   # |a rem b| < |b|, with the dividend's sign
+        return (max(a[0], -m) if a[0] < 0 else 0, min(a[1], m) if a[1] > 0 else 0)
     return None
+
+
+def _tdiv(x, y):
+    q = abs(x) // abs(y)
+    return q if (x < 0) == (y < 0) else -q
 
 
 _UNARY = {   # integer unary fn -> (lo, hi) -> bounds of the result

@@ -1,9 +1,11 @@
 """JAXPR_RULES: JAX primitive name -> rule(ctx, *operands, **params) building IR nodes.
 
-One table, filled by the family modules below. UNSUPPORTED lists primitives that have no rule
-yet, each with the reason shown to users. Those in HOST_RUNNABLE are kept as they are
-(OpKind.HostPrimitive, ir/host.py) when jit's fallback is "host", so they run as JAX on the
-host; the others (another PRNG implementation's generator, all_to_all) are always refused.
+One table, filled by the family modules below. A primitive with no rule is kept as it is
+(OpKind.HostPrimitive, ir/host.py: it runs as JAX on the host, in reported segments) when jit's
+fallback is "host", and refused with fallback="error"; UNSUPPORTED gives the reason shown for
+some of them. Always refused: those in REFUSED (another PRNG implementation's generator, XLA's
+stateful generator, io_callback, all_to_all, shard_map), and any unlisted primitive whose eqn
+has effects, which host segments do not keep (frontend/trace.py: no_rule).
 """
 from ...ir.interpret import rule_table
 
@@ -31,10 +33,8 @@ UNSUPPORTED = {
                  "use rlx_jax.jit(fn, axis_name=...) and rlx_jax.distributed",
 }
 
-HOST_RUNNABLE = frozenset(
-    ("schur", "householder_product", "tridiagonal", "tridiagonal_solve", "igamma", "igammac",
-     "igamma_grad_a", "random_gamma_grad", "polygamma", "zeta", "bessel_i0e", "bessel_i1e",
-     "regularized_incomplete_beta", "clz", "pure_callback", "debug_callback", "debug_print"))
+REFUSED = frozenset(("rng_bit_generator", "rng_uniform", "io_callback", "all_to_all", "shard_map"))
+HOST_RUNNABLE = frozenset(UNSUPPORTED) - REFUSED     # the listed ones kept with fallback="host"
 
 from . import elementwise, linalg, reduce, shape, index, conv, control, random  # noqa: E402,F401
 from . import decompositions  # noqa: E402,F401
@@ -43,4 +43,4 @@ from . import collectives  # noqa: E402,F401
 
 for _name in UNSUPPORTED:
     assert _name not in JAXPR_RULES, _name
-assert HOST_RUNNABLE <= set(UNSUPPORTED), HOST_RUNNABLE - set(UNSUPPORTED)
+assert REFUSED <= set(UNSUPPORTED), REFUSED - set(UNSUPPORTED)

@@ -1,4 +1,5 @@
-"""Elementwise primitives: unary math, binary arithmetic and bitwise, comparisons, selects, casts."""
+"""Elementwise primitives: unary math, binary arithmetic and bitwise, comparisons, selects, casts,
+and `mulhi` (the high half of an integer product, decomposed exactly into int32 arithmetic)."""
 import jax.numpy as jnp
 import numpy as np
 
@@ -57,6 +58,8 @@ jaxpr_rule("reduce_precision")(lambda ctx, x, *, exponent_bits, mantissa_bits: c
 # identities: no node at all
 jaxpr_rule("copy", "stop_gradient", "optimization_barrier", "device_put",
            "sharding_constraint")(lambda ctx, *xs, **params: list(xs))
+# lax.dce_sink marks a value as used for JAX's dead-code elimination: no outputs, nothing to do
+jaxpr_rule("dce_sink")(lambda ctx, *xs, **params: [])
 
 
 @jaxpr_rule("select_n")
@@ -102,3 +105,57 @@ def _total_order(fn):
 
 for _p, _fn in (("eq_to", "eq"), ("lt_to", "lt"), ("le_to", "le")):
     jaxpr_rule(_p)(_total_order(_fn))
+
+
+def _floor_divmod(b, x, n, signed=True):
+    """(floor(x / n), x mod n in [0, n)) for a positive constant n, from truncating div / rem
+    (the same for unsigned x, or x that is never negative: `signed=False`)."""
+    c = b.scalar(n, x)
+    q, r = b.binary("div", x, c), b.binary("rem", x, c)
+    if x.dtype.kind == "u" or not signed:
+        return q, r
+    neg = b.compare("lt", r, b.scalar(0, r))
+    return (b.where(neg, b.binary("sub", q, b.scalar(1, q)), q),
+            b.where(neg, b.binary("add", r, c), r))
+
+
+def _mulhi_halves(b, x, y, k):
+    """floor(x * y / 2**k) for x, y in [0, 2**k) of a dtype of at least 2k bits, where x * y
+    itself may not fit: y = yh * 2**(k/2) + yl, x * y / 2**k = (x * yh + x * yl / 2**(k/2)) /
+    2**(k/2), every term below 2**(3k/2)."""
+    c = b.scalar(1 << (k // 2), y)
+    yh, yl = b.binary("div", y, c), b.binary("rem", y, c)
+    low = b.binary("div", b.binary("mul", x, yl), c)
+    return b.binary("div", b.binary("add", b.binary("mul", x, yh), low), c)
+
+
+def _mulhi_wide(b, x, y):
+    """High word of the 2N-bit product of N-bit (32 or 64) x and y, with no intermediate leaving
+    the dtype's range (no wrap-around, no bit ops: exact on Core ML too). With x = xh * 2**(N/2)
+    + xl, y = yh * 2**(N/2) + yl (xl, yl in [0, 2**(N/2)); xh, yh signed for a signed dtype):
+    hi = xh * yh + floor((xh * yl + xl * yh + floor(xl * yl / 2**(N/2))) / 2**(N/2)), each
+    cross term split by 2**(N/2) again so that the sum cannot overflow."""
+    k = 4 * x.dtype.itemsize
+    h = 1 << k
+    (xh, xl), (yh, yl) = _floor_divmod(b, x, h), _floor_divmod(b, y, h)
+    (aq, ar), (bq, br) = (_floor_divmod(b, b.binary("mul", xh, yl), h),
+                          _floor_divmod(b, b.binary("mul", xl, yh), h))
+    low = b.binary("add", b.binary("add", ar, br), _mulhi_halves(b, xl, yl, k))
+    carry = b.binary("div", low, b.scalar(h, low))
+    return b.binary("add", b.binary("add", b.binary("mul", xh, yh), b.binary("add", aq, bq)),
+                    carry)
+
+
+@jaxpr_rule("mulhi")
+def _mulhi(ctx, x, y):
+    """lax.mulhi: the upper N bits of the 2N-bit product. 8- and 16-bit operands widen to int32
+    (their product fits, but for uint16's: _mulhi_halves) and are floor-divided by 2**N; 32- and
+    64-bit ones use _mulhi_wide. Nothing relies on int64 (MLX and Core ML have none here)."""
+    b, dt = ctx.b, np.dtype(x.dtype)
+    if dt.itemsize >= 4:
+        return _mulhi_wide(b, x, y)
+    x, y = b.cast(x, np.int32), b.cast(y, np.int32)
+    if dt == np.uint16:
+        return b.cast(_mulhi_halves(b, x, y, 16), dt)
+    hi, _ = _floor_divmod(b, b.binary("mul", x, y), 1 << (8 * dt.itemsize), dt.kind == "i")
+    return b.cast(hi, dt)
