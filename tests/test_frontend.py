@@ -332,3 +332,16 @@ def test_frontend_does_not_run_shape_inference_per_node(monkeypatch):
     assert len(g.nodes) > 1500
     signatures = {shapes._key(n) for n in calls}
     assert len(calls) == len(signatures) < 50, sorted({n.kind.name for n in calls})
+
+
+def test_reshard_on_one_device_moves_nothing():
+    # jax.random's out_sharding= stages a reshard; on one device it is the identity
+    mesh = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x"))
+    f = lambda k: jax.random.uniform(k, (4,), out_sharding=sharding)   # noqa: E731
+    key = jax.random.key(0)
+    with jax.set_mesh(mesh):
+        assert "reshard" in str(jax.make_jaxpr(f)(key))
+        got = rlx_jax.jit(f, backend="xla")(key)
+        want = jax.jit(f)(key)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

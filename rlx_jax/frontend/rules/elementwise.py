@@ -55,9 +55,9 @@ jaxpr_rule("bitcast_convert_type")(
     lambda ctx, x, *, new_dtype: ctx.emit(K.Bitcast, (x,), dtype=np.dtype(new_dtype)))
 jaxpr_rule("reduce_precision")(lambda ctx, x, *, exponent_bits, mantissa_bits: ctx.emit(
     K.ReducePrecision, (x,), exponent_bits=int(exponent_bits), mantissa_bits=int(mantissa_bits)))
-# identities: no node at all
+# identities: no node at all (one device: a sharding constraint or a reshard moves nothing)
 jaxpr_rule("copy", "stop_gradient", "optimization_barrier", "device_put",
-           "sharding_constraint")(lambda ctx, *xs, **params: list(xs))
+           "sharding_constraint", "reshard")(lambda ctx, *xs, **params: list(xs))
 # lax.dce_sink marks a value as used for JAX's dead-code elimination: no outputs, nothing to do
 jaxpr_rule("dce_sink")(lambda ctx, *xs, **params: [])
 

@@ -1,0 +1,109 @@
+"""python -m rlx_jax.conformance --backend {xla,mlx,coreml} --jax-tests DIR [--sample N]
+
+Runs JAX's test files (from DIR: a folder of them, or a JAX checkout) with the tests' jax.jit
+replaced by rlx_jax.jit(backend=...); prints per-file pass rates, failure categories and
+JAX's skips. The installed jax must be the tests' release."""
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+from . import cases, pool, report
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m rlx_jax.conformance", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", required=True, choices=("xla", "mlx", "coreml"))
+    p.add_argument("--jax-tests", required=True, metavar="DIR",
+                   help="JAX's test files: their folder, or a JAX checkout")
+    p.add_argument("--files", help="comma-separated test files (default: every known one)")
+    p.add_argument("--sample", type=int, metavar="N", help="N seeded cases per file")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-k", dest="pattern", help="only case ids containing this text")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
+    p.add_argument("--recycle", type=int, default=100, help="cases per worker process")
+    p.add_argument("--num-generated-cases", type=int,
+                   help="JAX_NUM_GENERATED_CASES (JAX's default: 10)")
+    p.add_argument("--fallback", choices=("host", "error"), default="host")
+    p.add_argument("--no-rerun", action="store_true",
+                   help="do not rerun failures under plain jax.jit")
+    p.add_argument("--out", metavar="FILE", help="write every case's result as JSON lines")
+    p.add_argument("--markdown", metavar="FILE", help="also write the report there")
+    p.add_argument("--require", type=float, metavar="PERCENT",
+                   help="exit 1 when a file's rate is below PERCENT")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="run although the installed jax is not the tests' release")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    path = cases.test_dir(args.jax_tests)
+    cases.check_release(path, args.allow_mismatch)
+    files = cases.files_in(path, args.files.split(",") if args.files else None)
+    env = dict(os.environ)
+    if args.num_generated_cases:
+        env["JAX_NUM_GENERATED_CASES"] = str(args.num_generated_cases)
+    common = dict(path=path, jobs=args.jobs, timeout=args.timeout, recycle=args.recycle,
+                  env=env)
+    t0 = time.time()
+    listed = pool.run_requests([{"list": f} for f in files], backend="jax", options={},
+                               **common)
+    todo, counts = [], {}
+    for f, got in zip(files, listed):
+        if "cases" not in got:
+            print(f"{f}: could not be loaded: {got.get('reason')}", file=sys.stderr)
+            continue
+        ids = [c for c in got["cases"] if not args.pattern or args.pattern in c]
+        counts[f] = len(ids)
+        if args.sample is not None and args.sample < len(ids):
+            ids = sorted(random.Random(f"{args.seed}:{f}").sample(ids, args.sample))
+        todo += [{"file": f, "case": c} for c in ids]
+    print(f"{len(todo)} cases from {len(counts)} files on {args.backend} "
+          f"({args.jobs} workers)", file=sys.stderr, flush=True)
+    done = [0]
+
+    def progress(req, ans):
+        done[0] += 1
+        if ans["status"] in report.BAD or done[0] % 100 == 0:
+            print(f"[{done[0]}/{len(todo)}] {req['file']}.{req['case']}: {ans['status']}"
+                  + (f" {ans.get('reason', '')[:160]}" if ans["status"] in report.BAD else ""),
+                  file=sys.stderr, flush=True)
+
+    options = {"fallback": args.fallback}
+    answers = pool.run_requests(todo, backend=args.backend, options=options,
+                                progress=progress, **common)
+    results = [dict(req, **ans) for req, ans in zip(todo, answers)]
+    failed = [r for r in results if r["status"] in report.BAD]
+    if failed and not args.no_rerun:
+        print(f"rerunning {len(failed)} failed case(s) under plain jax.jit", file=sys.stderr)
+        again = pool.run_requests([{"file": r["file"], "case": r["case"]} for r in failed],
+                                  backend="jax", options={}, **common)
+        for r, a in zip(failed, again):
+            r["jax_status"] = a["status"]
+    text = report.markdown(results, args.backend, counts)
+    text += f"\n{len(results)} cases in {time.time() - t0:.0f} s, seed {args.seed}.\n"
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            for r in results:
+                f.write(json.dumps(r) + "\n")
+    if args.require is not None:
+        low = [(n, report.rate(row)) for n, row in report.per_file(results).items()
+               if report.rate(row) is not None and 100 * report.rate(row) < args.require]
+        if low:
+            print("below --require %g%%: " % args.require +
+                  ", ".join(f"{n} {100 * r:.2f}%" for n, r in low), file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The jit replacement: `jax.jit` and `jax._src.api.jit`, when called from a test module or from
+`jax._src.test_util`, give `rlx_jax.jit(fun, backend=...)`; every other caller (JAX's own
+library code, rlx_jax itself) gets JAX's jit, so only the tests' compilations move."""
+import functools
+import sys
+
+import jax
+from jax._src import api as jax_api
+
+from .. import api as rlx_api
+
+_ORIGINAL = {"jax": jax.jit, "api": jax_api.jit}
+_WATCHED = {}      # class -> its own as_text
+
+
+class Shim:
+    """Installed for one backend; `callers` are the module names whose jit calls move."""
+
+    def __init__(self, backend, callers, options=None):
+        self.backend, self.callers = backend, set(callers) | {"jax._src.test_util"}
+        self.options = dict(options or {})
+        self.jitted = 0          # rlx_jax.jit functions made (per case: reset by the worker)
+        self.read_ir = 0         # calls of as_text on rlx_jax's stages (the tests read JAX's IR)
+
+    def jit(self, fun=None, /, _depth=1, **kwargs):
+        """jax.jit's signature; rlx_jax.jit when the caller is test code."""
+        caller = sys._getframe(_depth).f_globals.get("__name__", "")
+        if caller not in self.callers:
+            return _ORIGINAL["jax"](fun, **kwargs) if fun is not None else \
+                functools.partial(_ORIGINAL["jax"], **kwargs)
+        if fun is None:
+            return functools.partial(self._make, **kwargs)
+        return self._make(fun, **kwargs)
+
+    def _make(self, fun, **kwargs):
+        self.jitted += 1
+        platform = kwargs.pop("backend", None)      # jax.jit's XLA platform: rlx_jax refuses it
+        backend = self.backend if platform is None else platform
+        return rlx_api.jit(fun, backend=backend, **{**self.options, **kwargs})
+
+    def install(self):
+        def jit(fun=None, /, **kwargs):      # a function: jax._src.test_util sets attributes on it
+            return self.jit(fun, _depth=2, **kwargs)
+        jit.__doc__ = self.jit.__doc__
+        jax.jit = jax_api.jit = jit
+        for cls in (rlx_api.Lowered, rlx_api.Compiled):
+            self._watch(cls)
+        return self
+
+    def _watch(self, cls):
+        """Counts the test's reads of program text: a test that reads StableHLO or HLO text
+        inspects JAX's compiler, not the result (report.py: an API difference if it fails)."""
+        original = _WATCHED.setdefault(cls, cls.as_text)
+
+        @functools.wraps(original)
+        def as_text(stage, *args, **kwargs):
+            self.read_ir += 1
+            return original(stage, *args, **kwargs)
+        cls.as_text = as_text
+
+    @staticmethod
+    def uninstall():
+        jax.jit, jax_api.jit = _ORIGINAL["jax"], _ORIGINAL["api"]
+        for cls, original in _WATCHED.items():
+            cls.as_text = original
