@@ -196,3 +196,47 @@ def test_dce_sink_is_dropped(backend, prevent_mlir_dce):
     lowered = jitted.lower(X)
     assert lowered.placement().device_only
     assert K.Activation not in lowered.graph.kinds()     # the sunk exp is dead code
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_debug_print_prints_on_every_call(backend, capfd):
+    # an effectful host op with no results must run, not be removed as dead code
+    def f(x):
+        jax.debug.print("rlx-x={}", x)
+        return x + 1
+    jitted = rlx_jax.jit(f, backend=backend)
+    for v in (1.0, 2.0):
+        assert float(jitted(np.float32(v))) == v + 1
+    jax.effects_barrier()
+    printed = [ln for ln in capfd.readouterr().out.splitlines() if ln.startswith("rlx-x=")]
+    assert printed == ["rlx-x=1.0", "rlx-x=2.0"]
+
+
+# ---- a rule that keeps some of its primitive's params on the host ------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reduce_window_with_a_general_body_over_a_large_window_runs_on_the_host(backend):
+    """A general reduce_window body is unrolled over the window's elements (frontend/rules/
+    conv.py); past MAX_WINDOW of them the primitive is kept as it is, on the host, with the
+    reason; with fallback="error" it is refused by name."""
+    from rlx_jax.frontend.rules.conv import MAX_WINDOW
+    x = R.randn(12, 12).astype(np.float32)
+
+    def f(x):
+        return lax.reduce_window(x, 0.0, lambda a, b: a * 0.5 + b * b, (9, 9), (1, 2), "SAME")
+    assert 9 * 9 > MAX_WINDOW
+    jitted = rlx_jax.jit(f, backend=backend)
+    _close(jitted(x), jax.jit(f)(x), 1e-4)
+    host = jitted.lower(x).placement().host_ops()
+    if backend == "xla":
+        assert not host           # the reference runs JAX primitives itself
+    else:
+        assert [str(n.attrs["primitive"]) for n, _ in host] == ["reduce_window"]
+        assert "81 elements" in host[0][1]
+    with pytest.raises(errors.UnsupportedPrimitiveError, match=r"reduce_window ×1 \(reduce_"
+                       r"window with a general body over windows of 81 elements"):
+        rlx_jax.jit(f, backend=backend, fallback="error")(x)
+    small = lambda x: lax.reduce_window(x, 0.0, lambda a, b: a * 0.5 + b * b, (2, 2), (1, 1),
+                                        "VALID")
+    assert rlx_jax.jit(small, backend=backend, fallback="error").lower(x).placement() \
+        .device_only

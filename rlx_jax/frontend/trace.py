@@ -197,7 +197,7 @@ class _Tracer:
                 self.b.src = src
                 out = EqnContext(self, eqn, src).emit(
                     OpKind.HostPrimitive, invals, primitive=eqn.primitive,
-                    params=HostParams(eqn.params, why))
+                    params=HostParams(eqn.params, why, eqn.effects))
                 return [out] if isinstance(out, Value) else list(out)
             if runnable:
                 self.hostable.add(name)

@@ -13,10 +13,12 @@ Given / Result (`jnp.linalg.cholesky(a)` on backend "coreml"):
 
 class HostParams:
     """A primitive's params as an IR attribute: hashed by identity, printed by their names, and
-    `why` (the reason the primitive has no RLX kind) for the placement report."""
+    `why` (the reason the primitive has no RLX kind) for the placement report. `effectful`: the
+    eqn has effects (a debug print or callback), so the node runs even when nothing reads its
+    results (ir/rewrite.dce keeps it)."""
 
-    def __init__(self, params, why):
-        self.params, self.why = dict(params), why
+    def __init__(self, params, why, effectful=False):
+        self.params, self.why, self.effectful = dict(params), why, bool(effectful)
 
     def __repr__(self):
         return "{" + ", ".join(sorted(self.params)) + "}"

@@ -69,13 +69,18 @@ def _check_types(node, outs, what):
                           f"`{node.text()}`")
 
 
+def _effectful(node):
+    return node.kind is OpKind.HostPrimitive and getattr(node.attrs.get("params"), "effectful",
+                                                         False)
+
+
 def dce(graph):
-    """Drops the nodes none of whose outputs reach a graph output (Inputs stay), in place and
-    in every region; returns `graph`."""
+    """Drops the nodes none of whose outputs reach a graph output (Inputs and effectful host
+    primitives stay), in place and in every region; returns `graph`."""
     live = {v.id for v in graph.outputs}
     kept = []
     for n in reversed(graph.nodes):
-        if n.kind is OpKind.Input or any(o.id in live for o in n.outputs):
+        if n.kind is OpKind.Input or any(o.id in live for o in n.outputs) or _effectful(n):
             for r in n.regions:
                 dce(r)
             kept.append(n)
