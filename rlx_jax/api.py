@@ -1,7 +1,8 @@
 """rlx_jax.jit: trace -> IR -> legalize -> lower -> cached executable.
 
 Cache key: (input pytree structure, leaf shapes/dtypes/weak types, static argument values);
-the backend and options are fixed per Jitted object. A repeated call does no tracing.
+the backend and options are fixed per Jitted object. A repeated call does no tracing. Results
+carry the jaxpr's output weak types (as jax.jit's); rlx_jax's own work runs under numpy_rules.
 """
 import functools
 import inspect
@@ -12,12 +13,14 @@ import jax
 
 from . import options as _options
 from . import distributed, interop, stages, transforms
-from .arguments import (TracedArgument, key_boundary, leaf_names, leaf_signature,
-                        output_names, raise_unhashable)
+from .arguments import (TracedArgument, function_name, key_boundary, leaf_names,
+                        leaf_signature, output_names, raise_unhashable, weak_types,
+                        with_weak_types)
 from .backends.base import all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
 from .ir import prng
+from .numpy_rules import with_own_numpy_rules
 from .partitioned import PartitionedExecutable
 from .passes.recognize import recognize
 from .placement import place, raise_host, warn_once
@@ -30,8 +33,9 @@ class Lowered:
     """A traced and legalized program for one backend and one input signature."""
 
     def __init__(self, graph, placement, options, in_tree, out_tree, timings, name,
-                 keys=None):
+                 keys=None, out_weak=()):
         self.graph, self._placement, self.keys = graph, placement, keys
+        self.out_weak = out_weak     # the jaxpr's output weak types (arguments.weak_types)
         self.legalized, self.backend = placement.graph, placement.backend
         self.options, self.in_tree, self.out_tree = options, in_tree, out_tree
         self.timings, self.name = timings, name
@@ -59,6 +63,7 @@ class Lowered:
             return self.legalized.op_counts()
         return self._program().op_counts()
 
+    @with_own_numpy_rules
     def _program(self):
         if not self._placement.device_only:
             raise BadArgumentError(
@@ -73,6 +78,7 @@ class Lowered:
             self._backend_program = build(self.legalized, name=self.name, **opts)
         return self._backend_program
 
+    @with_own_numpy_rules
     def compile(self):
         t0 = time.perf_counter()
         opts = {k: v for k, v in self.options.items() if k != "output"}
@@ -96,8 +102,9 @@ class Compiled:
         self.executable = executable
         self.lowered = lowered
         self.output = output
-        self._convert = None if getattr(executable, "converts_output", False) else \
+        convert = None if getattr(executable, "converts_output", False) else \
             lowered.backend.output_converter(output)
+        self._convert = with_weak_types(convert, lowered.out_weak if output == "jax" else ())
         self._keys = lowered.keys          # arguments.KeyBoundary, or None
 
     @property
@@ -141,15 +148,6 @@ _METADATA = ("__module__", "__name__", "__qualname__", "__doc__")
 _LEAF_TYPES = {}   # type -> whether its instances are pytree leaves (method binding)
 
 
-def _callable_name(fun):
-    name = getattr(fun, "__name__", None)
-    if isinstance(name, str):
-        return name
-    if isinstance(fun, functools.partial):
-        return f"partial({_callable_name(fun.func)})"
-    return type(fun).__name__
-
-
 class Jitted:
     def __init__(self, fun, backend, static_argnums, static_argnames, options):
         self.fun = fun
@@ -160,7 +158,7 @@ class Jitted:
                 setattr(self, attr, getattr(fun, attr))
             except AttributeError:
                 pass
-        self.__name__ = _callable_name(fun)
+        self.__name__ = function_name(fun)
         self.__wrapped__ = fun
         try:
             self._sig = inspect.signature(fun)
@@ -315,7 +313,7 @@ class Jitted:
             transforms.refuse(self.__name__, self.backend_name, e.args[0])
 
     def _lower(self, key, args, kwargs, traced=None):
-        _, graph, out_tree, timings, keys = traced or self._trace(key, args, kwargs)
+        closed, graph, out_tree, timings, keys = traced or self._trace(key, args, kwargs)
         if self.options.get("recognize", True):
             graph = recognize(graph)
         t0 = time.perf_counter()
@@ -323,7 +321,8 @@ class Jitted:
         timings["legalize"] = time.perf_counter() - t0
         opts = self._backend_options()
         opts["output"] = self.options.get("output", _options.DEFAULT_OUTPUT)
-        return Lowered(graph, placed, opts, key[0], out_tree, timings, self.__name__, keys)
+        return Lowered(graph, placed, opts, key[0], out_tree, timings, self.__name__, keys,
+                       weak_types(closed))
 
     def __call__(self, *args, **kwargs):
         try:

@@ -1,10 +1,14 @@
 """Arguments and results of a jitted function: leaf signatures (shape, dtype, weak type) JAX's
-way, the names of input and output leaves after their pytree paths, typed PRNG keys at the
-boundary (KeyBoundary), and the errors for arguments that cannot be taken (tracers, keys of an
-unsupported implementation, unhashable static values)."""
+way, the names of the function and of its input and output leaves after their pytree paths,
+typed PRNG keys at the boundary (KeyBoundary), results' weak types (with_weak_types), and the
+errors for arguments that cannot be taken (tracers, keys of an unsupported implementation,
+unhashable static values)."""
+import functools
+
 import jax
 import numpy as np
 
+from . import jax_internals
 from .errors import BadArgumentError
 from .ir import prng
 
@@ -68,6 +72,16 @@ def leaf_signature(x, path, x64=False):
     if not x64:
         dtype = _NARROW.get(dtype, dtype)
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
+
+
+def function_name(fun):
+    """The name a jitted function goes by: its __name__, `partial(<name>)`, or its type's."""
+    name = getattr(fun, "__name__", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(fun, functools.partial):
+        return f"partial({function_name(fun.func)})"
+    return type(fun).__name__
 
 
 def _key_name(k):
@@ -146,3 +160,33 @@ def key_boundary(closed_jaxpr):
     ins = [i for i, a in enumerate(closed_jaxpr.in_avals) if prng.is_key(a.dtype)]
     outs = [i for i, a in enumerate(closed_jaxpr.out_avals) if prng.is_key(a.dtype)]
     return KeyBoundary(ins, outs) if ins or outs else None
+
+
+def weak_types(closed_jaxpr):
+    """The weak type of each output of a traced function: jax.jit's results carry them."""
+    return tuple(bool(getattr(a, "weak_type", False)) for a in closed_jaxpr.out_avals)
+
+
+def with_weak_types(convert, weak):
+    """`convert` (outs -> outs, or None) followed by giving each jax.Array result the weak type
+    `weak` lists for it (weak_types: the jaxpr's). A backend's results have the jaxpr's dtypes
+    but not always its weak types (MLX and Core ML results are device_put, the reference
+    backend's follow its re-emitted program): `jnp.full_like` of a weakly typed argument, a
+    `cond` returning a Python scalar. `weak` empty (results other than jax.Arrays): `convert`."""
+    if not weak:
+        return convert
+
+    def run(outs):
+        if convert is not None:
+            outs = convert(outs)
+        return [o if getattr(o, "weak_type", w) is w else _weakly_typed(o, w)
+                for o, w in zip(outs, weak)]
+    return run
+
+
+def _weakly_typed(x, weak):
+    """jax.Array `x` with weak type `weak`, the same buffers (JAX has no public way to set it;
+    this is how jax.Array is built from its parts)."""
+    impl = jax_internals.module("array").ArrayImpl
+    return impl(x.aval.update(weak_type=weak), x.sharding, x._arrays, committed=x._committed,
+                _skip_checks=True)

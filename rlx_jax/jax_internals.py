@@ -16,6 +16,7 @@ LOCATIONS = {
     "threefry": ("jax._src.random.threefry2x32", "jax._src.prng"),
     "prng": ("jax._src.random.prng", "jax._src.prng"),
     "random_core": ("jax._src.random.core", "jax._src.random"),
+    "array": ("jax._src.array",),     # ArrayImpl (arguments.py: a result's weak type)
 }
 
 

@@ -11,6 +11,7 @@ from absl import logging
 
 from .errors import LegalizationError
 from .ir.interpret import where
+from .numpy_rules import with_own_numpy_rules
 from .passes.legalize import legalize, unclaimed
 from .passes.partition import DEVICE, FREE, HOST, partition
 
@@ -100,10 +101,12 @@ def host_nodes(graph, backend, keep, options=None):
     return host
 
 
+@with_own_numpy_rules
 def place(graph, backend, native_backward=True, fallback="host", options=None):
     """Legalizes traced `graph` for `backend` (kept kinds native, the rest decomposed; with
     fallback="host" what neither stays for the host), applies the backend's `prepare` (Core ML:
-    ranks rewritten to <= 5) and returns its Placement (`plan`)."""
+    ranks rewritten to <= 5) and returns its Placement (`plan`); under JAX's default numpy
+    rules (numpy_rules.py), as everything rlx_jax builds."""
     from .backends.base import kept_kinds
     keep = kept_kinds(backend, native_backward)
     prepare = getattr(backend, "prepare", None)

@@ -3,7 +3,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .op_table_base import BF16, F16, F32, I32, Case, arr, args, f32, over
+from .op_table_base import BF16, BOOL, F16, F32, I32, Case, arr, args, f32, over
 
 
 def _conv(name, x_shape, w_shape, dtypes=(F32,), grad=True, scale=1.0, **kw):
@@ -71,6 +71,16 @@ def _max_pool(x):
                              ((0, 0), (0, 0), (1, 1), (0, 1)))
 
 
+def _add_max(x, y):
+    """Two operands reduced together: a sum and a max (as lax_test's testReduceWindowVariadic)."""
+    return lax.reduce_window((x, y), (0.0, -jnp.inf), lambda a, b: (a[0] + b[0], lax.max(
+        a[1], b[1])), (1, 1, 3, 2), (1, 1, 1, 2), "SAME", (1, 1, 2, 1), (1, 1, 1, 2))
+
+
+def _mul_add(x):
+    return lax.reduce_window(x, 1.0, lambda a, b: a * b + a, (1, 1, 2, 3), (1, 1, 1, 2), "SAME")
+
+
 POOL_CASES = [
     *_pool("reduce_window_sum", 0.0, lax.add, (F32, F16, BF16)),
     *_pool("reduce_window_sum_i32", 0, lax.add, (I32,), grad=False),
@@ -89,6 +99,16 @@ POOL_CASES = [
     *_pool("reduce_window_init_dilated", 0.5, lax.add, (F32,), grad=False, **_DILATED),
     *_pool("reduce_window_init_max", 0.0, lax.max, (F32,), grad=False, **_OVERLAP),
     *_pool("reduce_window_init_min", 0.25, lax.min, (F32,), grad=False, **_OVERLAP),
+    # general bodies (XLA leaves the order of a non-associative body open: these bodies give
+    # one result in any order): a fold over the window elements, padding and holes skipped
+    *_pool("reduce_window_body_muladd", 1.0, lambda a, b: a * b + a, (F32,), grad=False,
+           **_OVERLAP),
+    *_pool("reduce_window_body_sub", 0.5, lambda a, b: a - b, (F32,), grad=False, **_DILATED),
+    *_pool("reduce_window_body_squares", 1, lambda a, b: a + b * b, (I32,), **_OVERLAP),
+    *_pool("reduce_window_body_or", False, lax.bitwise_or, (BOOL,), **_OVERLAP),
+    Case("reduce_window_variadic_f32", _add_max, args(f32(2, 2, 5, 6), f32(2, 2, 5, 6))),
+    Case("reduce_window_body_jvp_f32", lambda x, t: jax.jvp(_mul_add, (x,), (t,)),
+         args(f32(2, 2, 5, 6), f32(2, 2, 5, 6))),
     # max-pool backward and forward-mode tangent
     Case("select_and_scatter_add_f32", jax.grad(lambda x: jnp.sum(_max_pool(x) ** 2)),
          args(f32(2, 2, 5, 6))),

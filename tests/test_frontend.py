@@ -222,10 +222,16 @@ def test_with_host_fallback_only_primitives_that_cannot_run_on_the_host_are_refu
     assert "igamma" not in listed and listed, listed
 
 
-def test_unsupported_reduce_window_body():
+def test_reduce_window_with_a_general_body_is_one_slice_and_body_per_window_element():
+    """A body other than one add/max/min of its operands (lax.mul: no monoid JAX or rlx_jax
+    knows for reduce_window) is folded over the window: the init value broadcast, then per
+    window element a strided Slice and the body; no padding here, so no mask (Where)."""
     f = lambda x: lax.reduce_window(x, 1.0, lax.mul, (2, 2), (1, 1), "VALID")  # noqa: E731
-    with pytest.raises(UnsupportedPrimitiveError, match="reduce_window"):
-        rlx_jax.trace(f, X)
+    g = _check(f, X)
+    assert g.op_counts() == {"Binary": 4, "Expand": 1, "Slice": 4}, g.as_text()
+    # a rank-0 reduce_window is its operand on XLA (the init value unused)
+    scalar = lambda x: lax.reduce_window(x[0, 0], 0.5, lax.mul, (), (), ())  # noqa: E731
+    assert _check(scalar, X).op_counts() == {"Reshape": 1, "Slice": 1}
 
 
 def test_scatter_with_a_general_update_computation_is_refused():

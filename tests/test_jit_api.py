@@ -8,11 +8,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
+from jax._src.lax import lax as lax_internal
 
 import rlx_jax
 from rlx_jax.errors import BadArgumentError, UnsupportedTransformationError
 
 from .conftest import BACKENDS
+from .where_ran import COREML_KEY_BITS
 
 R = np.random.RandomState(0)
 W, X = R.randn(3, 2).astype(np.float32), R.randn(4, 3).astype(np.float32)
@@ -216,6 +219,67 @@ def test_non_contiguous_numpy_views_are_honoured(backend, view):
     x = {"reversed": base.ravel()[::-1], "strided": base.ravel()[::3],
          "transposed": base.T, "reversed_2d": base[::-1, ::-2]}[view]
     _close(rlx_jax.jit(lambda v: v * 2, backend=backend)(x), x * 2)
+
+
+# ---- weak types, and the user's numpy rules ----------------------------------------------------
+
+def _same(got, want):
+    """Same values, dtypes and weak types, leaf by leaf."""
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        assert (g.dtype, g.weak_type) == (w.dtype, w.weak_type), (g, w)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.host("complex64 values have no Core ML tensor: the host makes them",
+                  backends=("coreml",))
+@pytest.mark.parametrize("dtype", ["int32", "float32", "complex64"])
+@pytest.mark.parametrize("weak", [True, False])
+def test_results_carry_the_weak_types_of_jax_jit(backend, dtype, weak):
+    """Every result has the weak type of the jaxpr's output, as jax.jit's (lax_numpy_test's
+    testZerosOnesFullLikeWeakType), whether the backend's result had it or not."""
+    x = lax_internal._convert_element_type(np.arange(1, 4).astype(dtype), weak_type=weak)
+    for f in (lambda x: jnp.full_like(x, -100), lambda x: jnp.ones_like(x, shape=()),
+              lambda x: jnp.zeros_like(x, dtype=float, shape=(10,)),
+              lambda x: jnp.full_like(x, -100, shape=(2,)),
+              lambda x: (x, lax.convert_element_type(x, x.dtype), x * 2)):
+        _same(rlx_jax.jit(f, backend=backend)(x), jax.jit(f)(x))
+
+
+def _cond(x):
+    return lax.cond(lax.lt(x, 3), lambda x: 5, lambda x: x, x)
+
+
+STRICT = {   # name -> (function, arguments); traced and run under strict numpy rules
+    "cond_of_a_python_scalar": (_cond, (0,)),
+    "cond_other_branch": (_cond, (4,)),
+    "grad": (jax.grad(lambda x: jnp.sum(jnp.tanh(x) * 2.0)), (X,)),
+    "softmax": (jax.nn.softmax, (X,)),
+    "normal": (lambda k: jax.random.normal(k, (3,)), (jax.random.key(0),)),
+    "uniform": (lambda k: jax.random.uniform(k, (3,), minval=1.0, maxval=2.0),
+                (jax.random.key(1),)),
+    "layer_norm_broadcasts": (lambda x: rlx_jax.nn.layer_norm(x, W[:, 0], W[:, 1]), (X,)),
+    "rope_tables_broadcast": (lambda q: rlx_jax.nn.rope(q, *rlx_jax.nn.rope_tables(3, 4)),
+                              (R.randn(1, 2, 3, 4).astype(np.float32),)),
+    "reduce_window_body": (lambda x: lax.reduce_window(
+        x, 1.0, lambda a, b: a * b + a, (2, 2), (1, 1), "SAME"), (X,)),
+}
+
+
+@COREML_KEY_BITS
+@pytest.mark.parametrize("name", sorted(STRICT))
+def test_strict_numpy_rules_apply_to_the_users_code_only(backend, name):
+    """Under jax.numpy_dtype_promotion("strict") and jax.numpy_rank_promotion("raise") (JAX's
+    test suite runs under both) rlx_jax's own code (its rules, reference semantics, rlx_jax.nn)
+    still runs, and the results compare as jax.jit's do: `5.0 == cond(...)` needs the weakly
+    typed int32 result (lax_control_flow_test's testCondOneBranchConstant)."""
+    f, args = STRICT[name]
+    with jax.numpy_dtype_promotion("strict"), jax.numpy_rank_promotion("raise"):
+        got, want = rlx_jax.jit(f, backend=backend)(*args), jax.jit(f)(*args)
+        _same(got, want)
+        if name.startswith("cond"):
+            assert (5.0 if args[0] < 3 else 4.0) == got
+        with pytest.raises(jax.dtypes.TypePromotionError):   # the user's code: strict
+            rlx_jax.jit(lambda x: x + jnp.int32(1), backend=backend)(np.float32(1))
 
 
 # ---- PRNG keys ---------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from ..ir.graph import Builder, Graph, Value
 from ..ir.host import HostParams
 from ..ir.ops import OpKind
 from ..ir.rewrite import dce
+from ..numpy_rules import with_own_numpy_rules
 from ..transforms import tracing
 from .rules import JAXPR_RULES, REFUSED, UNSUPPORTED
 
@@ -73,6 +74,18 @@ class EqnContext:
         """ClosedJaxpr `closed` translated into a region: a Graph of its own (own constants and
         literals) whose Inputs are the jaxpr's invars."""
         return self._tracer.region(closed, self.src)
+
+    def keep_on_host(self, inputs, why):
+        """This eqn kept as it is (a HostPrimitive: run as JAX on the host) when the trace
+        keeps such ops (jit's fallback="host"), else recorded as unsupported with `why`; for a
+        rule that declines some of its primitive's params (a reason that names them)."""
+        if not (self._tracer.host and _plain(self.eqn)):
+            if _plain(self.eqn):
+                self._tracer.hostable.add(self.eqn.primitive.name)
+            return self.unsupported(why)
+        out = self.emit(OpKind.HostPrimitive, inputs, primitive=self.eqn.primitive,
+                        params=HostParams(self.eqn.params, why, self.eqn.effects))
+        return [out] if isinstance(out, Value) else list(out)
 
 
 def _eqn_text(eqn, limit=200):
@@ -254,6 +267,7 @@ def boundary_input(b, aval):
     return b.input(aval.shape, aval.dtype)
 
 
+@with_own_numpy_rules
 def graph_from_jaxpr(closed_jaxpr, name="main", host=True):
     """Translates a ClosedJaxpr into an IR Graph (one Input per jaxpr invar). Typed PRNG keys
     enter and leave it as their uint32 data (boundary_input; key results are unwrapped). With

@@ -20,6 +20,7 @@ from jax.interpreters import ad, batching, mlir
 
 from ..ir.ops import PRIMITIVE
 from ..ir.reference import reference
+from ..numpy_rules import with_own_numpy_rules
 
 PRIMITIVES = {}     # primitive name -> Prim
 
@@ -43,13 +44,15 @@ class Prim:
     `kind`: the IR kind the frontend translates the primitive to, with attributes
     `attrs(params, operands)` (default: the params). `impl` becomes the kind's reference
     semantics, unless the kind is a primitive kind, whose reference is ir/reference.py's. Without
-    a kind (the linear `*_jvp` primitives) the frontend inlines `impl`.
+    a kind (the linear `*_jvp` primitives) the frontend inlines `impl`. `impl` is rlx_jax's
+    own code: it runs under JAX's default numpy rules wherever it runs (numpy_rules.py).
     """
 
     def __init__(self, name, impl, *, kind=None, attrs=None, multiple_results=False, rows=None,
                  jvp=None):
         if name in PRIMITIVES:
             raise KeyError(f"duplicate rlx primitive {name}")
+        impl = with_own_numpy_rules(impl)
         self.name, self.impl, self.rows = name, impl, rows
         self.kind, self.attrs = kind, attrs or (lambda params, operands: dict(params))
         if kind is not None and kind not in PRIMITIVE:

@@ -26,14 +26,17 @@ from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
 from .pattern_table import PATTERNS
 from .patterns import match, signature, terms
+from ..numpy_rules import with_own_numpy_rules
 from .recognize_optim import recognize_optimizers
 
 RECOGNIZERS, recognizer = rule_table("RECOGNIZERS")
 
 
+@with_own_numpy_rules
 def recognize(graph, patterns=True):
     """Returns `graph` with recognised subgraphs replaced by high-level and backward kinds
-    (see module doc); `patterns=False` skips the generated patterns."""
+    (see module doc); `patterns=False` skips the generated patterns. The patterns' formulas
+    are traced under JAX's default numpy rules (numpy_rules.py)."""
     if patterns:
         graph = recognize_optimizers(recognize_patterns(graph))
     def replace(b, n, ins):

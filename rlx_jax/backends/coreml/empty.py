@@ -151,10 +151,11 @@ def fold_empty(graph, constants_on_host=True):
     fold to constants come from the host unless `constants_on_host` is False (then they stay
     model outputs, as an exported package needs). With `constants_on_host`, an argument
     returned as it is that Core ML cannot hold (a PRNG key's uint32 data) is given back by the
-    host (Argument) and, read by nothing else, is no model input."""
+    host (Argument); such an argument read by nothing else (returned, or not used at all: the
+    complex64 `x` of `jnp.zeros_like(x, dtype=float)`) is no model input."""
     through = [v.node.kind is K.Input and _unholdable(v) for v in graph.outputs]
     if not any(0 in v.shape for n in graph.nodes for v in n.outputs) and not (
-            constants_on_host and any(through)):
+            constants_on_host and any(_unholdable(v) for v in graph.inputs)):
         return Folded(graph, list(range(len(graph.inputs))), list(range(len(graph.outputs))),
                       graph)
     # the values known statically (every element of an empty array is): the empty inputs and

@@ -1,7 +1,8 @@
 """The reference backend: runs each primitive kind's reference semantics (ir/reference.py, JAX
 code) under jax.jit. Collectives (ops.COLLECTIVES) run only for a group of one process, where
 their reference is their meaning; over more processes they are refused (backend="mlx" runs
-them)."""
+them). The re-emitted program is rlx_jax's code: it is traced under JAX's default numpy rules
+(numpy_rules.py), whatever the caller's."""
 import jax
 import numpy as np
 
@@ -9,6 +10,7 @@ from ...errors import RefusalError
 from ...ir.interpret import interpret, where
 from ...ir.ops import COLLECTIVES, CONTROL, HOST_ONLY, PRIMITIVE, OpKind
 from ...ir.reference import evaluate
+from ...numpy_rules import own_numpy_rules
 from ..base import register_backend
 
 
@@ -62,7 +64,8 @@ class XlaBackend:
         refuse_collectives(graph)
 
         def run(*args):
-            return interpret(graph, XLA_RULES, args, backend=self.name)
+            with own_numpy_rules():
+                return interpret(graph, XLA_RULES, args, backend=self.name)
         return jax.jit(run)
 
 
