@@ -51,10 +51,18 @@ def _to_np_dtype(dtype):
     return out
 
 
+_INT_LIMIT = {False: 2 ** 31, True: 2 ** 63}    # a Python int argument's range, as jax.jit's
+
+
 def leaf_signature(x, path, x64=False):
     """(shape, dtype, weak_type) of one argument leaf, JAX's way."""
     t = type(x)
     if t in _SCALAR_TYPES:
+        if t is int and not -_INT_LIMIT[x64] <= x < _INT_LIMIT[x64]:
+            raise OverflowError(f"An overflow was encountered while parsing argument {path}: "
+                                f"Python int {x} is outside {'int64' if x64 else 'int32'}'s "
+                                f"range (jax.jit raises the same); pass a numpy array of a "
+                                f"dtype that holds it")
         return ((), (_SCALAR_TYPES_X64 if x64 else _SCALAR_TYPES)[t], t is not bool)
     if isinstance(x, jax.core.Tracer):
         raise TracedArgument(x)

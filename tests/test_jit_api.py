@@ -304,3 +304,15 @@ def test_pyproject_license_is_an_spdx_expression():
     meta = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert meta["project"]["license"] == "Apache-2.0"
     assert "setuptools>=77" in meta["build-system"]["requires"]
+
+
+@pytest.mark.parametrize("seed", [2 ** 31, -2 ** 31 - 1, 2 ** 40])
+def test_python_int_outside_int32_raises_overflow_as_jax_jit(seed):
+    # jax.jit raises OverflowError for a Python int argument that int32 cannot hold
+    with pytest.raises(OverflowError, match=str(seed)):
+        jax.jit(lambda k: k + 1)(seed)
+    with pytest.raises(OverflowError, match=f"Python int {seed} is outside int32"):
+        rlx_jax.jit(lambda k: k + 1, backend="xla")(seed)
+    assert int(rlx_jax.jit(lambda k: k + 1, backend="xla")(2 ** 31 - 1 if seed > 0 else
+                                                           -2 ** 31)) == \
+        int(jax.jit(lambda k: k + 1)(2 ** 31 - 1 if seed > 0 else -2 ** 31))
