@@ -12,7 +12,7 @@ import time
 import jax
 
 from . import options as _options
-from . import distributed, interop, stages, transforms
+from . import debug_checks, distributed, interop, stages, transforms
 from .arguments import (TracedArgument, function_name, key_boundary, leaf_names,
                         leaf_signature, output_names, raise_unhashable, weak_types,
                         with_weak_types)
@@ -46,16 +46,10 @@ class Lowered:
         their ops (host ones with why), and the values crossing each boundary."""
         return self._placement
 
-    def as_text(self, level="ir"):
+    def as_text(self, level="ir", **jax_keywords):
         """level: "ir" (legalized), "traced", "placement" (the IR with each node's segment),
-        or "backend" (the backend's program)."""
-        if level == "ir":
-            return self.legalized.as_text()
-        if level == "traced":
-            return self.graph.as_text()
-        if level == "placement":
-            return self._placement.annotated_text()
-        return self._program().as_text()
+        or "backend" (the backend's program); JAX's "stablehlo"/"hlo" are refused (stages.py)."""
+        return stages.lowered_text(self, level, jax_keywords)
 
     def op_counts(self, level="ir"):
         """OpKind name -> count of the legalized graph; level="backend": the backend's ops."""
@@ -121,6 +115,8 @@ class Compiled:
             outs = self._convert(outs)
         if self._keys is not None:
             outs = self._keys.results(outs)
+        if debug_checks.enabled():          # jax_debug_nans / jax_debug_infs
+            debug_checks.check(outs, self.lowered.name)
         return jax.tree_util.tree_unflatten(self.lowered.out_tree, outs)
 
     def as_text(self):

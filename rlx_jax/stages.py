@@ -114,3 +114,25 @@ def compiled_text(lowered):
         return lowered.as_text("backend")
     except BadArgumentError:
         return lowered.as_text("placement")
+
+
+TEXT_LEVELS = ("ir", "traced", "placement", "backend")
+
+
+def lowered_text(lowered, level, jax_keywords):
+    """Lowered.as_text: rlx_jax's program at `level`. JAX's own levels (StableHLO, HLO, its
+    `dialect=` / `debug_info=` keywords) are JAX's compiler IR, which rlx_jax does not make:
+    asking for them is refused, saying where JAX's text comes from."""
+    if level not in TEXT_LEVELS or jax_keywords:
+        asked = ", ".join([repr(level)] + [f"{k}={v!r}" for k, v in jax_keywords.items()])
+        raise BadArgumentError(
+            f"as_text({asked}): rlx_jax's program text has the levels {list(TEXT_LEVELS)} "
+            f"(its IR, not StableHLO or HLO: rlx_jax compiles without XLA); JAX's own lowering "
+            f"of the function is jax.jit(f).lower(*args).as_text()")
+    if level == "ir":
+        return lowered.legalized.as_text()
+    if level == "traced":
+        return lowered.graph.as_text()
+    if level == "placement":
+        return lowered.placement().annotated_text()
+    return lowered._program().as_text()

@@ -316,3 +316,30 @@ def test_python_int_outside_int32_raises_overflow_as_jax_jit(seed):
     assert int(rlx_jax.jit(lambda k: k + 1, backend="xla")(2 ** 31 - 1 if seed > 0 else
                                                            -2 ** 31)) == \
         int(jax.jit(lambda k: k + 1)(2 ** 31 - 1 if seed > 0 else -2 ** 31))
+
+
+@pytest.mark.parametrize("args, kwargs", [(("hlo",), {}), (("stablehlo",), {}),
+                                          ((), {"dialect": "stablehlo"}),
+                                          ((), {"debug_info": True})])
+def test_as_text_refuses_jax_compiler_levels(args, kwargs):
+    lowered = rlx_jax.jit(lambda x: x + 1, backend="xla").lower(np.float32(1))
+    with pytest.raises(rlx_jax.errors.BadArgumentError,
+                       match=r"not StableHLO or HLO.*jax.jit\(f\).lower\(\*args\).as_text\(\)"):
+        lowered.as_text(*args, **kwargs)
+    assert "Add" in lowered.as_text() or "add" in lowered.as_text().lower()
+
+
+@pytest.mark.parametrize("backend", ["xla", "mlx", "coreml"])
+def test_debug_nans_and_infs_raise_as_jax_jit(backend):
+    f = rlx_jax.jit(lambda x: jnp.log(x), backend=backend)
+    x = np.array([1.0, 0.0, -1.0], np.float32)     # log gives 0, -inf, nan
+    with jax.debug_infs(True):
+        with pytest.raises(FloatingPointError, match=r"invalid value \(inf\)"):
+            f(x)
+        np.testing.assert_allclose(f(np.float32([1.0, 2.0])), np.log([1.0, 2.0]), rtol=1e-6)
+    with jax.debug_nans(True):
+        with pytest.raises(FloatingPointError, match=r"invalid value \(nan\)"):
+            f(x)
+        with pytest.raises(FloatingPointError, match=r"invalid value \(nan\)"):
+            jax.jit(jnp.log)(x)                 # the oracle: jax.jit raises there too
+    assert np.isnan(np.asarray(f(x))[2])          # without the flags: no check

@@ -6,6 +6,7 @@ them). The re-emitted program is rlx_jax's code: it is traced under JAX's defaul
 import jax
 import numpy as np
 
+from ...debug_checks import unchecked
 from ...errors import RefusalError
 from ...ir.interpret import interpret, where
 from ...ir.ops import COLLECTIVES, CONTROL, HOST_ONLY, PRIMITIVE, OpKind
@@ -66,7 +67,7 @@ class XlaBackend:
         def run(*args):
             with own_numpy_rules():
                 return interpret(graph, XLA_RULES, args, backend=self.name)
-        return jax.jit(run)
+        return unchecked(jax.jit(run))
 
 
 XLA = register_backend(XlaBackend())
