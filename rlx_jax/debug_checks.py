@@ -34,10 +34,12 @@ def check(outs, name):
 def unchecked(jitted):
     """`jitted` (a jax.jit function that runs rlx_jax's own code: the xla backend, host
     segments) called with JAX's checks off while they are on: rlx_jax checks the results of
-    the whole program itself (check), JAX's op-by-op rerun would stop inside rlx_jax's code."""
+    the whole program itself (check), JAX's op-by-op rerun would stop inside rlx_jax's code.
+    `jax.disable_jit()` does not reach it either: it turns off jax.jit, and an rlx_jax.jit
+    program runs on its backend under it, on every backend alike."""
     def call(*args):
-        if not enabled():
+        if not (enabled() or jax.config.jax_disable_jit):
             return jitted(*args)
-        with jax.debug_nans(False), jax.debug_infs(False):
+        with jax.debug_nans(False), jax.debug_infs(False), jax.disable_jit(False):
             return jitted(*args)
     return call

@@ -343,3 +343,15 @@ def test_debug_nans_and_infs_raise_as_jax_jit(backend):
         with pytest.raises(FloatingPointError, match=r"invalid value \(nan\)"):
             jax.jit(jnp.log)(x)                 # the oracle: jax.jit raises there too
     assert np.isnan(np.asarray(f(x))[2])          # without the flags: no check
+
+
+@pytest.mark.parametrize("backend", ["xla", "mlx", "coreml"])
+def test_disable_jit_leaves_rlx_programs_on_their_backend(backend):
+    def f(x):
+        return lax.cond(x < 2, lambda x: 3. * x, lambda x: jnp.sin(x), x)
+    jitted = rlx_jax.jit(f, backend=backend)
+    with jax.disable_jit():
+        got = jitted(1.)
+        want = f(1.)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    assert len(jitted._cache) == 1          # compiled for the backend, not run as Python
