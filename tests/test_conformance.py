@@ -112,3 +112,12 @@ def test_only_the_tests_jit_moves(caller, moved):
     finally:
         Shim.uninstall()
     assert jax.jit is Shim.__init__.__globals__["_ORIGINAL"]["jax"]
+
+
+def test_eager_moves_the_executions_outside_jit(tmp_path):
+    # --eager: testNoJit's jnp.ones(2) + 1 runs as rlx_jax programs too
+    from rlx_jax.conformance import report
+    proc, out = _run(tmp_path, "-k", "NoJit", "--eager")
+    (result,) = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert report.outcome(result) == "pass", proc.stderr[-3000:]
+    assert result["eager_calls"] >= 1 and result["programs"] >= 1 and result["jitted"] == 0

@@ -240,3 +240,26 @@ def test_reduce_window_with_a_general_body_over_a_large_window_runs_on_the_host(
                                         "VALID")
     assert rlx_jax.jit(small, backend=backend, fallback="error").lower(x).placement() \
         .device_only
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reduce_with_a_general_body_runs_on_the_host(backend):
+    # a two-operand lax.reduce (value and index of the max, as lax_autodiff_test's pair
+    # reduce) has no RLX kind: kept as it is, on the host; refused by name with fallback="error"
+    x = R.randn(3, 5).astype(np.float32)
+    idx = np.broadcast_to(np.arange(5, dtype=np.int32), (3, 5))
+
+    def body(a, b):
+        keep = a[0] >= b[0]
+        return lax.select(keep, a[0], b[0]), lax.select(keep, a[1], b[1])
+
+    def f(x, i):
+        return lax.reduce((x, i), (np.float32(-np.inf), np.int32(0)), body, (1,))
+    jitted = rlx_jax.jit(f, backend=backend)
+    for g, w in zip(jitted(x, idx), jax.jit(f)(x, idx)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    host = jitted.lower(x, idx).placement().host_ops()
+    assert [str(n.attrs["primitive"]) for n, _ in host] == ([] if backend == "xla" else
+                                                            ["reduce"])
+    with pytest.raises(errors.UnsupportedPrimitiveError, match="lax.reduce with this body"):
+        rlx_jax.jit(f, backend=backend, fallback="error")(x, idx)

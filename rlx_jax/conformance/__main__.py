@@ -29,6 +29,9 @@ def parse(argv):
     p.add_argument("--num-generated-cases", type=int,
                    help="JAX_NUM_GENERATED_CASES (JAX's default: 10)")
     p.add_argument("--fallback", choices=("host", "error"), default="host")
+    p.add_argument("--eager", action="store_true",
+                   help="also run JAX's executions outside jit (op-by-op calls, library "
+                        "functions called eagerly) through rlx_jax, as a device plugin would")
     p.add_argument("--no-rerun", action="store_true",
                    help="do not rerun failures under plain jax.jit")
     p.add_argument("--out", metavar="FILE", help="write every case's result as JSON lines")
@@ -74,7 +77,7 @@ def main(argv=None):
                   + (f" {ans.get('reason', '')[:160]}" if ans["status"] in report.BAD else ""),
                   file=sys.stderr, flush=True)
 
-    options = {"fallback": args.fallback}
+    options = {"fallback": args.fallback, "eager": args.eager}
     answers = pool.run_requests(todo, backend=args.backend, options=options,
                                 progress=progress, **common)
     results = [dict(req, **ans) for req, ans in zip(todo, answers)]
@@ -85,7 +88,9 @@ def main(argv=None):
                                   backend="jax", options={}, **common)
         for r, a in zip(failed, again):
             r["jax_status"] = a["status"]
-    text = report.markdown(results, args.backend, counts)
+    title = (f"JAX tests through rlx_jax (backend={args.backend!r}; --eager: JAX's executions "
+             f"outside jit too)") if args.eager else None
+    text = report.markdown(results, args.backend, counts, title)
     text += f"\n{len(results)} cases in {time.time() - t0:.0f} s, seed {args.seed}.\n"
     print(text)
     if args.markdown:

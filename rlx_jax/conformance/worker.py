@@ -66,10 +66,15 @@ class Worker:
         self.path, self.backend, self.modules = path, backend, {}
         from . import cases
         self.cases = cases
-        self.shim = None
+        self.shim = self.eager = None
+        options = dict(options)
+        eager = options.pop("eager", False)
         if backend != "jax":
             from .shim import Shim
             self.shim = Shim(backend, (), options).install()
+            if eager:
+                from .eager import Eager
+                self.eager = Eager(backend, options).install()
 
     def module(self, name):
         if name not in self.modules:
@@ -89,12 +94,15 @@ class Worker:
         result = _Result()
         if self.shim is not None:
             self.shim.jitted = self.shim.read_ir = 0
+        if self.eager is not None:
+            self.eager.calls = 0
         t0 = time.perf_counter()
         with testing.recorded_programs() as programs:
             test.run(result)
         out = {"seconds": round(time.perf_counter() - t0, 3),
                "jitted": self.shim.jitted if self.shim else None,
                "read_ir": self.shim.read_ir if self.shim else None,
+               "eager_calls": self.eager.calls if self.eager else None,
                "programs": len(programs), "host_programs": 0, "eager_programs": 0}
         for p in programs:
             try:

@@ -1,7 +1,6 @@
 """Reductions, arg-reductions, cumulative ops, sorting."""
 import numpy as np
 
-from ...errors import UnsupportedPrimitiveError
 from ...ir.ops import OpKind as K
 from . import jaxpr_rule
 
@@ -23,14 +22,16 @@ _REDUCE_BODY = {"add": "sum", "mul": "prod", "max": "max", "min": "min", "and": 
 @jaxpr_rule("reduce")
 def _reduce(ctx, *operands, computation=None, jaxpr, dimensions, **params):
     """Generic lax.reduce: recognised when it has one operand and its body is one binary op of
-    the accumulator and the element; the result is init ⊕ reduce(x)."""
+    the accumulator and the element; the result is init ⊕ reduce(x). Any other body (several
+    operands, a computed body) is kept as it is, on the host, with fallback="host"
+    (EqnContext.keep_on_host), else refused by name."""
     body = jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr
     eqn = body.eqns[0] if len(body.eqns) == 1 else None
     if (len(operands) != 2 or eqn is None or eqn.primitive.name not in _REDUCE_BODY
-            or list(eqn.invars) != list(body.invars)):
-        raise UnsupportedPrimitiveError(
-            "lax.reduce with this body is not supported (only one operand combined by a single "
-            "add/mul/max/min/and/or/xor); use jnp reductions instead")
+            or list(eqn.invars) != list(body.invars) or list(body.outvars) != eqn.outvars):
+        return ctx.keep_on_host(operands, (
+            "lax.reduce with this body (not one operand combined by a single "
+            "add/mul/max/min/and/or/xor) has no RLX kind; jnp reductions have"))
     x, init = operands
     b = ctx.b
     red = b.reduce(_REDUCE_BODY[eqn.primitive.name], x, tuple(int(d) for d in dimensions))
