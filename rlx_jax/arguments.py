@@ -66,6 +66,10 @@ def leaf_signature(x, path, x64=False):
         return ((), (_SCALAR_TYPES_X64 if x64 else _SCALAR_TYPES)[t], t is not bool)
     if isinstance(x, jax.core.Tracer):
         raise TracedArgument(x)
+    aval = getattr(x, "aval", None)
+    if isinstance(x, (int, float, complex)) and aval is not None:   # JAX's typed literals
+        return ((), _NARROW.get(aval.dtype, aval.dtype) if not x64 else aval.dtype,
+                bool(aval.weak_type))
     shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
     if shape is None or dtype is None:
         raise BadArgumentError(

@@ -355,3 +355,12 @@ def test_disable_jit_leaves_rlx_programs_on_their_backend(backend):
         want = f(1.)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
     assert len(jitted._cache) == 1          # compiled for the backend, not run as Python
+
+
+def test_jax_typed_literals_are_weak_scalars():
+    # jax 0.10 passes its typed Python scalars (TypedFloat, TypedInt) where it passes literals
+    literals = pytest.importorskip("jax._src.literals")
+    f = rlx_jax.jit(lambda a, b: a * 2 + b, backend="xla")
+    a, b = literals.TypedFloat(1.5, np.dtype(np.float32)), literals.TypedInt(3, np.dtype(np.int32))
+    got, want = f(a, b), jax.jit(lambda a, b: a * 2 + b)(a, b)
+    assert (got.dtype, got.weak_type, float(got)) == (want.dtype, want.weak_type, float(want))
