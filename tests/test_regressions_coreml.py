@@ -3,7 +3,7 @@ same function on CPU: top_k ties and NaN, saturating float -> integer conversion
 update slices into rank 5, pads with negative edges and interior padding, tiles and repeats
 that broadcast through rank 6, programs with zero-size arguments or results, and grouped
 convolutions with their kernel gradients (batch-grouped convs), dilations and transposes at
-rank 5 and 6."""
+rank 5 and 6, and loop carries whose build-time value holds at the first step only."""
 import warnings
 
 import jax
@@ -329,3 +329,41 @@ def test_log_of_a_saturated_gelu_is_minus_inf(backend):
     x = np.array([-5.566, -12.0, -3.0, 0.5, 2.0], np.float32)
     check(_log_gelu, x, backend=backend, exact=False)
     assert np.isneginf(np.asarray(run(_log_gelu, x, backend=backend))[:2]).all()
+
+
+# ---- loop carries whose build-time value holds at the first step only ----
+def _bessel_jn(z):      # JAX's lax_scipy_test.testBesselJnRandomPositiveZ (order 3, 15 steps)
+    return jax.scipy.special.bessel_jn(z, v=3, n_iter=15)
+
+
+def _scan_kept_by_a_cond(x):    # bessel_jn's form: a cond on the step's parity keeps s = 0
+    def step(c, t):
+        acc, s = c
+        s = lax.cond(t % 2 == 0, lambda: s, lambda: s + 2 * acc)
+        return (acc * 0.5 + x, s), s
+    return lax.scan(step, (jnp.zeros(3), jnp.zeros(3)), jnp.arange(5.0), reverse=True)
+
+
+def _scan_times_a_slice(x):     # s * xs[0] = 0 = s at the first step only
+    return lax.scan(lambda c, t: ((c[0] + x * t, c[1] * t), c[1]),
+                    (jnp.zeros(3), jnp.zeros(3)), jnp.arange(4.0))
+
+
+def _while_times_a_slice(x):
+    xs = jnp.arange(4.0)
+    return lax.while_loop(lambda c: c[0] < 4,
+                          lambda c: (c[0] + 1, c[1] + x * xs[c[0]], c[2] * xs[c[0]]),
+                          (0, jnp.zeros(3), jnp.zeros(3)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("f", [_bessel_jn, _scan_kept_by_a_cond, _scan_times_a_slice,
+                               _while_times_a_slice], ids=lambda f: f.__name__.strip("_"))
+def test_loop_carry_constant_at_the_first_step_only(f, backend):
+    """A carry whose value is known and unchanged at the first step (a constant init, with the
+    step counter and the x slice known there) but not later: coremltools' while_loop builder
+    rebuilt its blocks once and raised ValueError ("Block output ...: None is not equal to
+    block input ... after value changes"); Core ML's loop vars now carry no build-time value
+    (mil_control._loop_variant). Tolerance rtol = atol = 1e-5 (float32, bessel_jn's divisions
+    and recurrences round differently per backend)."""
+    check(f, np.array([0.3, 1.1, 2.7], np.float32), backend=backend, exact=False)

@@ -49,12 +49,32 @@ def _region(ctx, region, args):
     return [ctx.mb.identity(x=o) if id(o) in passed else o for o in outs]
 
 
+def _loop_variant(carry):
+    """`carry` (a while_loop block's inputs) with their build-time values forgotten, so that
+    the block is built once for every iteration and not for the first one only.
+
+    coremltools' while_loop builder copies each loop var's build-time value (that of a
+    constant init) onto its block input, builds the blocks, forgets the values of the inputs
+    whose result differs, rebuilds once, and refuses a result whose value still differs. One
+    rebuild is no fixed point: a result that equals its known init at the first step only
+    because another loop var is known there (bessel_jn's carry `bs`, 0 while a cond on the
+    step's parity passes it through; `s * xs[i]` with s = 0) is unknown in the rebuild, as
+    the counter is, and the build failed ("Block output ... is not equal to block input ...
+    after value changes"). MIL block inputs are values of every iteration, so none is a
+    constant: the builder's own reset (`_sym_val = None`, what its rebuild does) is applied to
+    all of them as each block is built (both blocks share these vars). Nothing in the program changes; its ops no longer fold values
+    of the first iteration."""
+    for v in carry:
+        v._sym_val = None
+    return carry
+
+
 def _not_constant(ctx, outs, anchor):
-    """Loop-body results coremltools' builder must not see as constants. while_loop rebuilds
-    its blocks with unknown inputs when a result's value differs from its loop var's, and then
-    refuses any result whose value is still known (a carry reset to a constant each step).
+    """Loop-body results coremltools' builder must not see as constants: it refuses a result
+    whose value is known while its loop var's is not (a carry reset to a constant each step).
     `select(flag, k, k)` is k whatever `flag` is; a flag computed from the block input
-    `anchor` (a loop var) has no value at build time, so the result is no constant."""
+    `anchor` (a loop var, of no value at build time: _loop_variant) has no value, so the
+    result is no constant."""
     if all(o.val is None for o in outs):
         return outs
     from coremltools.converters.mil.mil import types
@@ -106,9 +126,9 @@ def _while(ctx, node, *operands):
     if not init:
         refuse(node, "a while loop without loop-carried values")
     outs = ctx.mb.while_loop(
-        _cond=lambda *carry: _region(ctx, cond, (*cc, *carry))[0],
-        _body=lambda *carry: tuple(_not_constant(ctx, _region(ctx, body, (*bc, *carry)),
-                                                 carry[0])),
+        _cond=lambda *carry: _region(ctx, cond, (*cc, *_loop_variant(carry)))[0],
+        _body=lambda *carry: tuple(_not_constant(
+            ctx, _region(ctx, body, (*bc, *_loop_variant(carry))), carry[0])),
         loop_vars=tuple(init))
     return _result(node, outs)
 
@@ -129,6 +149,7 @@ def _scan(ctx, node, *operands):
             for y, b in zip(ys, is_bool)]
 
     def step(i, *state):
+        i, *state = _loop_variant((i, *state))
         carry, buffers = state[:ncarry], state[ncarry:]
         pos = mb.sub(x=np.int32(length - 1), y=i) if reverse else i
         slices = [mb.gather(x=x, indices=pos, axis=0) for x in xs]
@@ -141,7 +162,10 @@ def _scan(ctx, node, *operands):
                                      updates=mb.expand_dims(x=y, axes=[0]), mode="update"))
         return (mb.add(x=i, y=np.int32(1)), *outs[:ncarry], *new)
 
-    outs = mb.while_loop(_cond=lambda i, *_: mb.less(x=i, y=np.int32(length)), _body=step,
+    def test(*state):
+        return mb.less(x=_loop_variant(state)[0], y=np.int32(length))
+
+    outs = mb.while_loop(_cond=test, _body=step,
                          loop_vars=(ctx.const(np.int32(0)), *init, *bufs))
     outs = list(outs[1:])
     outs[ncarry:] = [mb.cast(x=y, dtype="bool") if b else y
