@@ -17,6 +17,7 @@ from .arguments import (TracedArgument, function_name, key_boundary, leaf_names,
                         leaf_signature, output_names, raise_unhashable, weak_types,
                         with_weak_types)
 from .backends.base import all_backends, available_backends, get_backend
+from .backends.coreml.range_fallback import host_for_range
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
 from .ir import prng
@@ -40,6 +41,7 @@ class Lowered:
         self.options, self.in_tree, self.out_tree = options, in_tree, out_tree
         self.timings, self.name = timings, name
         self._backend_program = None
+        self.fallback = "host"           # jit's fallback (set by Jitted._lower)
 
     def placement(self):
         """Where each op runs (placement.Placement): the segments in order, device or host,
@@ -83,6 +85,7 @@ class Lowered:
             exe = PartitionedExecutable(self._placement, self.name, opts,
                                         self.options.get("output", _options.DEFAULT_OUTPUT))
         self.timings["lower"] = time.perf_counter() - t0
+        exe = host_for_range(exe, self)      # Core ML: integer arguments beyond int32
         compiled = Compiled(exe, self, self.options.get("output", _options.DEFAULT_OUTPUT))
         for recorder in RECORDERS:           # testing.recorded_programs()
             recorder.append(compiled)
@@ -317,8 +320,10 @@ class Jitted:
         timings["legalize"] = time.perf_counter() - t0
         opts = self._backend_options()
         opts["output"] = self.options.get("output", _options.DEFAULT_OUTPUT)
-        return Lowered(graph, placed, opts, key[0], out_tree, timings, self.__name__, keys,
+        lowered = Lowered(graph, placed, opts, key[0], out_tree, timings, self.__name__, keys,
                        weak_types(closed))
+        lowered.fallback = self.options.get("fallback", "host")
+        return lowered
 
     def __call__(self, *args, **kwargs):
         try:

@@ -145,11 +145,17 @@ def where_ran(compiled):
     return head + f", {len(ops)} op(s) on the host: {shown}" + ("; ..." if len(ops) > 6 else "")
 
 
+def ran_on_host(compiled):
+    """Whether some of `compiled` ran on the host: host segments, or Core ML calls whose integer
+    arguments it cannot hold (runtime "+host-for-range")."""
+    return (not compiled.lowered.placement().device_only or
+            compiled.runtime.endswith("+host-for-range"))
+
+
 def assert_ran_on_device(compiled, host=False, eager=False):
     """Asserts where `compiled` ran: every op on the device unless `host` (then some op must be
     on the host), and on MLX through mx.compile unless `eager` (or compile=False was asked)."""
-    placement = compiled.lowered.placement()
-    if bool(host) != (not placement.device_only):
+    if bool(host) != ran_on_host(compiled):
         raise AssertionError(f"expected {'host ops' if host else 'every op on the device'}; "
                              f"'{compiled.lowered.name}' ran on {where_ran(compiled)}")
     exe = compiled.executable

@@ -4,8 +4,9 @@
 against both (a per-case entry wins). Every entry here is a program Core ML cannot run whole:
 it runs with those ops placed on the host (`host=True`, fallback="host", matching JAX) and is
 refused with fallback="error" (the LegalizationError naming every host op), except the entries
-with an `error`, which Core ML refuses at call time (uint32 arguments beyond int32 range where
-the program runs whole on the device). Every other op-table case must run entirely on the
+with an `error`, which Core ML refuses at call time with fallback="error" (uint32 arguments
+beyond int32 range where the program runs whole on the device) and runs on the host, for that
+call, with fallback="host" (runtime "+host-for-range"). Every other op-table case must run entirely on the
 device. No case has a looser tolerance."""
 from .op_table import Expect
 
@@ -17,8 +18,9 @@ OVERFLOW = (NARROW + 'but this result (a sum, product, difference or offset of t
             'int32 range, so it runs on the host rather than wrapped')
 DIV = (NARROW + 'but integer division and remainder by a divisor that may be 0 have no interval '
        'rule (a uint32 division by zero gives 2**32-1), so their results are not proven to fit')
-ABOVE_I32 = (NARROW + 'and every call checks its arguments: uint32 values >= 2**31 are refused '
-             '(ArgumentRangeError; mulhi_u32 runs the same program on the device)')
+ABOVE_I32 = (NARROW + 'and every call checks its arguments: a call with uint32 values >= 2**31 '
+             'runs on the host (fallback="host") or is refused (ArgumentRangeError, '
+             'fallback="error"); mulhi_u32 runs the same program on the device)')
 CAST_U32 = ('Core ML integers are int32: converting negative int32 or float32 values to uint32 '
             'wraps or saturates beyond int32 range, so the conversion runs on the host')
 CUM_UNSIGNED = ('the MIL lowering of cumulative max/min scans signed integers and floats only '

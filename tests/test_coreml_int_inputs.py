@@ -28,10 +28,10 @@ def _index(x, count):
     return x[count], jnp.take(x, count, mode="clip")
 
 
-def _run(fn, *args):
+def _run(fn, *args, **options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return rlx_jax.jit(fn, backend="coreml")(*args)
+        return rlx_jax.jit(fn, backend="coreml", **options)(*args)
 
 
 def _check(fn, *args):
@@ -55,12 +55,12 @@ def test_uint32_index_runs_narrowed(count):
 
 @pytest.mark.parametrize("count", [2 ** 31, 2 ** 32 - 1])
 def test_uint32_beyond_int32_is_refused_at_call_time(count):
-    """Given: the counter program, called with a uint32 value >= 2**31.
+    """Given: the counter program, called with a uint32 value >= 2**31, fallback="error".
     Result: ArgumentRangeError (a ValueError) naming the argument's position and name, its
     dtype, the values and the range, and what to do."""
-    _run(_counter, X, np.uint32(1))                       # compiles and runs in range
+    _run(_counter, X, np.uint32(1), fallback="error")     # compiles and runs in range
     with pytest.raises(errors.ArgumentRangeError) as e:
-        _run(_counter, X, np.uint32(count))
+        _run(_counter, X, np.uint32(count), fallback="error")
     msg = str(e.value)
     assert isinstance(e.value, ValueError)
     for part in ("argument 1 ('count')", "uint32[]", f"[{count}, {count}]",
@@ -82,7 +82,7 @@ def test_uint32_arithmetic_that_may_leave_int32_runs_on_the_host():
 def test_uint32_array_checked_elementwise():
     counts = np.array([0, 5, 2 ** 31 + 7], np.uint32)
     with pytest.raises(errors.ArgumentRangeError, match=r"\[0, 2147483655\]"):
-        _run(lambda x, c: x[:3] * c.astype(jnp.float32), X, counts)
+        _run(lambda x, c: x[:3] * c.astype(jnp.float32), X, counts, fallback="error")
 
 
 def _bounded_graph(dtype, bounds):
@@ -133,8 +133,23 @@ class TestInt64:
     def test_int64_beyond_int32_is_refused_at_call_time(self, step):
         with pytest.raises(errors.ArgumentRangeError, match=r"int64\[\][\s\S]*\[-2147483648, "
                                                             r"2147483647\]"):
-            _run(lambda x, s: x * s.astype(jnp.float32), X, np.int64(step))
+            _run(lambda x, s: x * s.astype(jnp.float32), X, np.int64(step), fallback="error")
 
     def test_int64_bounds_attribute_beyond_int32_is_refused(self):
         with pytest.raises(errors.LoweringError, match="int64"):
             get_backend("coreml").lower(_bounded_graph(np.int64, (0, 2 ** 40)))
+
+
+@pytest.mark.host("a uint32 argument beyond int32 range: that call runs on the host (under test)")
+@pytest.mark.parametrize("count", [2 ** 31, 2 ** 32 - 1])
+def test_uint32_beyond_int32_runs_on_the_host_with_fallback_host(count, caplog):
+    """Given: the counter program, called in range and then with a uint32 value >= 2**31
+    (fallback="host", the default). Result: equal to JAX for both; the in-range call ran on
+    Core ML, the other on the host, which the runtime and one warning say."""
+    jitted = rlx_jax.jit(_counter, backend="coreml")
+    for c in (np.uint32(1), np.uint32(count)):
+        for g, w in zip(jax.tree.leaves(jitted(X, c)), jax.tree.leaves(jax.jit(_counter)(X, c))):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    (compiled,) = jitted._cache.values()
+    assert compiled.runtime == "mil-reference+host-for-range"
+    assert "runs on the host (the xla reference) for calls whose integer arguments" in caplog.text

@@ -55,7 +55,7 @@ def check(programs, host=None, eager=None, host_backends=DEVICE_BACKENDS):
             continue
         try:
             may_host = bool(host) and name in host_backends   # allowed, not required
-            on_host = may_host and not c.lowered.placement().device_only
+            on_host = may_host and rlx_jax.testing.ran_on_host(c)
             rlx_jax.testing.assert_ran_on_device(c, host=on_host, eager=bool(eager))
         except AssertionError as e:
             bad.append(str(e))

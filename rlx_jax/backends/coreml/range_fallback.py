@@ -1,0 +1,53 @@
+"""fallback="host" for integer arguments Core ML cannot hold: a call whose uint32 / int64
+argument is outside the range its Core ML program was built for (Core ML computes integers in
+int32; legality.check_range) runs on the host instead of raising ArgumentRangeError: the same
+program, legalized for the xla reference (jax on the CPU, the dtype's full range). Told, not
+silent: the first such call logs a warning naming the argument, and `Compiled.runtime` ends in
+"+host-for-range" from then on. With fallback="error" the ArgumentRangeError is raised."""
+from absl import logging
+import numpy as np
+
+from ...errors import ArgumentRangeError
+
+
+def host_for_range(executable, lowered):
+    """`executable` as a Core ML program with fallback="host" runs it (HostForRange), else as
+    it is."""
+    if lowered.backend.name == "coreml" and lowered.fallback == "host":
+        return HostForRange(executable, lowered)
+    return executable
+
+
+class HostForRange:
+    def __init__(self, executable, lowered):
+        self.executable, self.lowered = executable, lowered
+        self.host, self.host_calls = None, 0
+        self.converts_output = getattr(executable, "converts_output", False)
+
+    @property
+    def runtime(self):
+        inner = getattr(self.executable, "runtime", "coreml")
+        return inner + "+host-for-range" if self.host_calls else inner
+
+    def __getattr__(self, name):          # what the wrapped executable offers (why_uncompiled)
+        return getattr(self.__dict__["executable"], name)
+
+    def __call__(self, *leaves):
+        try:
+            return self.executable(*leaves)
+        except ArgumentRangeError as e:
+            if self.host is None:
+                self.host = self._host_program()
+                logging.warning("rlx_jax: '%s' runs on the host (the xla reference) for calls "
+                                "whose integer arguments Core ML cannot hold: %s",
+                                self.lowered.name, str(e).splitlines()[0])
+            self.host_calls += 1
+            outs = self.host(*leaves)
+            return outs if self.converts_output else [np.asarray(o) for o in outs]
+
+    def _host_program(self):
+        from ...backends.base import get_backend
+        from ...placement import place
+        xla = get_backend("xla")
+        placed = place(self.lowered.graph, xla, True, "host", {})
+        return xla.lower(placed.graph, name=self.lowered.name)
