@@ -351,3 +351,18 @@ def test_reshard_on_one_device_moves_nothing():
         got = rlx_jax.jit(f, backend="xla")(key)
         want = jax.jit(f)(key)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("backend", ["xla", "mlx", "coreml"])
+def test_composite_runs_its_decomposition_on_the_device(backend):
+    # lax.composite names a computation for compilers that know it; its decomposition (the
+    # `jaxpr` param) is its meaning, inlined like a call
+    op = lax.composite(lambda x, k: jnp.sin(x) * k, name="my.op")
+    f = lambda x: op(x, 3.0) + 1              # noqa: E731
+    x = np.arange(3, dtype=np.float32)
+    assert "composite" in str(jax.make_jaxpr(f)(x))
+    jitted = rlx_jax.jit(f, backend=backend)
+    np.testing.assert_allclose(np.asarray(jitted(x)), np.asarray(jax.jit(f)(x)), rtol=1e-6)
+    lowered = jitted.lower(x)
+    assert lowered.placement().device_only
+    assert lowered.graph.op_counts().get("HostPrimitive", 0) == 0

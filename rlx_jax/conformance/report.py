@@ -96,3 +96,39 @@ def _row(name, row, listed):
     return (f"| {name} | {row['cases']} ({listed if listed is not None else '?'}) | "
             f"{row['pass']} | {row['fail']} | {shown} | {row['skip']} | {row['no-rlx']} | "
             f"{row['jax-fails']} | {row['api']} |")
+
+
+def combined(runs):
+    """One table for several runs ({label: results}): per file, each run's passed/applicable
+    and rate, then the cases reported apart in the first run."""
+    labels = list(runs)
+    rows = {label: per_file(rs) for label, rs in runs.items()}
+    files = list(dict.fromkeys(f for r in rows.values() for f in r))
+    out = ["| file | " + " | ".join(labels) + " | JAX skips / no rlx_jax program / API "
+           "differences (" + labels[0] + ") |", "|---" * (len(labels) + 2) + "|"]
+    total = {label: collections.Counter() for label in labels}
+    for f in files + ["**all**"]:
+        cells = []
+        for label in labels:
+            row = rows[label].get(f, collections.Counter()) if f != "**all**" else total[label]
+            if f != "**all**":
+                total[label].update(row)
+            r = rate(row)
+            cells.append("–" if r is None else
+                         f"{row['pass']}/{row['pass'] + row['fail']} ({100 * r:.1f}%)")
+        first = rows[labels[0]].get(f, collections.Counter()) if f != "**all**" \
+            else total[labels[0]]
+        out.append(f"| {f} | " + " | ".join(cells) +
+                   f" | {first['skip']} / {first['no-rlx']} / {first['api']} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":       # python -m rlx_jax.conformance.report LABEL=results.jsonl ...
+    import json
+    import sys
+    runs = {}
+    for arg in sys.argv[1:]:
+        label, path = arg.split("=", 1)
+        with open(path) as f:
+            runs[label] = [json.loads(line) for line in f]
+    print(combined(runs))

@@ -31,6 +31,7 @@ source_info_util.register_exclusion(_PKG_DIR)
 CALL_PARAMS = {
     "jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "call": "call_jaxpr",
     "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "remat2": "jaxpr",
+    "composite": "jaxpr",      # lax.composite: its decomposition is its meaning
 }
 
 
