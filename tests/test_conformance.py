@@ -50,6 +50,14 @@ FAKE = textwrap.dedent('''
       def testReadsStableHLO(self):   # passes under jax.jit: rlx_jax's text is its own IR
         self.assertIn("stablehlo.sine", jax.jit(jnp.sin).lower(1.0).as_text())
 
+      def testCountsDispatch(self):   # JAX's C++ dispatch counter: JAX's internals
+        f = jax.jit(lambda x: x + 1)
+        with jtu.count_pjit_cpp_cache_miss() as count:
+          f(1.0)
+          f(1.0)
+        self.assertEqual(count(), 1)
+        self.assertIn("Pjit", type(f).__name__)   # fails under rlx_jax, after the counter
+
       def testRefused(self):   # an op rlx_jax refuses by name
         jax.jit(lambda x: jax.lax.rng_uniform(0.0, 1.0, (2,)))(1.0)
 
@@ -61,7 +69,7 @@ FAKE = textwrap.dedent('''
 WANT = {"testJitPasses": "pass", "testCompileAndCheck": "pass", "testRlxRuns": "pass",
         "testNoJit": "no-rlx", "testFailsEverywhere": "jax-fails", "testSkipped": "skip",
         "testCrash": "fail", "testRefused": "fail",
-        "testReadsStableHLO": "api"}
+        "testReadsStableHLO": "api", "testCountsDispatch": "api"}
 
 
 def _run(tmp_path, *extra, version=jax.__version__):
@@ -87,7 +95,7 @@ def test_every_outcome_is_reported_as_it_is(tmp_path):
     assert results["testSkipped"]["reason"] == "not on this machine"
     assert results["testJitPasses"]["programs"] == 1
     # 3 passes of 5 applicable cases (the crash and the refusal fail): 60% < --require 99
-    assert "| lax_test | 9 (9) | 3 | 2 | 60.00% | 1 | 1 | 1 | 1 |" in proc.stdout, proc.stdout
+    assert "| lax_test | 10 (10) | 3 | 2 | 60.00% | 1 | 1 | 1 | 2 |" in proc.stdout, proc.stdout
     assert proc.returncode == 1 and "below --require 99%" in proc.stderr
 
 

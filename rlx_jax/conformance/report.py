@@ -15,8 +15,9 @@ STAGES_API = re.compile(r"'(Lowered|Compiled|Jitted|_Bound)' object has no attri
 def outcome(r):
     """One of: pass, fail, skip (JAX skipped it), no-rlx (no rlx_jax program was built),
     jax-fails (it fails under plain jax.jit too), api (it failed after reading the program's
-    text, which is rlx_jax's IR and not JAX's StableHLO, or on a jax.stages attribute that
-    rlx_jax's stages do not have)."""
+    text, which is rlx_jax's IR and not JAX's StableHLO, or JAX's own dispatch / compile event
+    counters (jtu.count_*), or on a jax.stages attribute that rlx_jax's stages do not
+    have)."""
     if r["status"] == "skip":
         return "skip"
     if r["status"] in BAD and r.get("jax_status") in BAD:
@@ -75,7 +76,8 @@ def markdown(results, backend, listed, title=None):
     api = [r for r in results if outcome(r) == "api"]
     if api:
         out += ["", f"API differences ({len(api)}): the test reads JAX's compiler text "
-                    f"(`.lower().as_text()`: rlx_jax gives its IR) or a jax.stages attribute:",
+                    f"(`.lower().as_text()`: rlx_jax gives its IR), JAX's dispatch and "
+                    f"compile counters (jtu.count_*) or a jax.stages attribute:",
                 ""]
         out += [f"- {r['file']}.{r['case']}: `{category(r)}`" for r in api[:20]]
     apart = [r for r in results if outcome(r) == "jax-fails"]

@@ -11,6 +11,7 @@ from .. import api as rlx_api
 
 _ORIGINAL = {"jax": jax.jit, "api": jax_api.jit}
 _WATCHED = {}      # class -> its own as_text
+_COUNTERS = {}     # jax._src.test_util.count_* -> the original
 
 
 class Shim:
@@ -45,7 +46,22 @@ class Shim:
         jax.jit = jax_api.jit = jit
         for cls in (rlx_api.Lowered, rlx_api.Compiled):
             self._watch(cls)
+        from jax._src import test_util as jtu
+        for name in [n for n in dir(jtu) if n.startswith("count_")]:
+            self._watch_counter(jtu, name)
         return self
+
+    def _watch_counter(self, module, name):
+        """jtu.count_* count JAX's own dispatch, tracing and compile events (its C++ fast path,
+        its lowerings): a test asserting them reads JAX's internals (an API difference if it
+        fails)."""
+        original = _COUNTERS.setdefault(name, getattr(module, name))
+
+        @functools.wraps(original)
+        def counter(*args, **kwargs):
+            self.read_ir += 1
+            return original(*args, **kwargs)
+        setattr(module, name, counter)
 
     def _watch(self, cls):
         """Counts the test's reads of program text: a test that reads StableHLO or HLO text
@@ -63,3 +79,6 @@ class Shim:
         jax.jit, jax_api.jit = _ORIGINAL["jax"], _ORIGINAL["api"]
         for cls, original in _WATCHED.items():
             cls.as_text = original
+        from jax._src import test_util as jtu
+        for name, original in _COUNTERS.items():
+            setattr(jtu, name, original)
