@@ -10,6 +10,8 @@ enclosing scope, as MIL blocks may.
   While(cc, bc, init)           while_loop(loop_vars=init): the cond block runs the cond region on
                                 (cc, carry), the body block the body region on (bc, carry).
                                 Zero iterations: the loop returns init (MIL tests cond first).
+                                Rank-0 inits and body results are rank-0 tensors
+                                (_rank0_tensors), one builder type per loop var.
   Scan[length L](c, init, xs)   while_loop(loop_vars=(i, *carry, *y_buffers)), i < L: the step
                                 reads x slices with `gather(xs, pos, axis=0)`, runs the body, and
                                 writes each y slice into its preallocated [L, ...] buffer with
@@ -62,8 +64,8 @@ def _loop_variant(carry):
     the counter is, and the build failed ("Block output ... is not equal to block input ...
     after value changes"). MIL block inputs are values of every iteration, so none is a
     constant: the builder's own reset (`_sym_val = None`, what its rebuild does) is applied to
-    all of them as each block is built (both blocks share these vars). Nothing in the program changes; its ops no longer fold values
-    of the first iteration."""
+    all of them as each block is built (both blocks share these vars). Nothing in the program
+    changes; its ops no longer fold values of the first iteration."""
     for v in carry:
         v._sym_val = None
     return carry
@@ -87,6 +89,19 @@ def _not_constant(ctx, outs, anchor):
     if flag.dtype != types.bool:
         flag = mb.cast(x=flag, dtype="bool")
     return [o if o.val is None else mb.select(cond=flag, a=o, b=o) for o in outs]
+
+
+def _rank0_tensors(ctx, xs):
+    """`xs` with every rank-0 value typed as a rank-0 tensor. coremltools' builder has two
+    types for one MIL value of shape (): a scalar (`fp32`: gather at a scalar index, ops on
+    scalars) and a rank-0 tensor (`tensor[(), fp32]`: a const of a 0-d array, an op with a
+    rank-0 tensor operand), and while_loop refuses a loop var whose body result has the other
+    one ("loop_vars ... changes in the body of while_loop: double -> tensor", random_gamma_grad
+    under lax.map). Both serialize as the same rank-0 TensorType; inits and body results are
+    given one of them (`reshape` to shape (), a no-op on the value) so the types agree."""
+    from coremltools.converters.mil.mil import types
+    return [x if types.is_tensor(x.sym_type) or x.rank
+            else ctx.mb.reshape(x=x, shape=np.zeros((0,), np.int32)) for x in xs]
 
 
 def _no_empty(node):
@@ -127,9 +142,9 @@ def _while(ctx, node, *operands):
         refuse(node, "a while loop without loop-carried values")
     outs = ctx.mb.while_loop(
         _cond=lambda *carry: _region(ctx, cond, (*cc, *_loop_variant(carry)))[0],
-        _body=lambda *carry: tuple(_not_constant(
-            ctx, _region(ctx, body, (*bc, *_loop_variant(carry))), carry[0])),
-        loop_vars=tuple(init))
+        _body=lambda *carry: tuple(_rank0_tensors(ctx, _not_constant(
+            ctx, _region(ctx, body, (*bc, *_loop_variant(carry))), carry[0]))),
+        loop_vars=tuple(_rank0_tensors(ctx, init)))
     return _result(node, outs)
 
 
@@ -160,13 +175,13 @@ def _scan(ctx, node, *operands):
             y = mb.cast(x=y, dtype="int32") if b else y
             new.append(mb.scatter_nd(data=buf, indices=at,
                                      updates=mb.expand_dims(x=y, axes=[0]), mode="update"))
-        return (mb.add(x=i, y=np.int32(1)), *outs[:ncarry], *new)
+        return (mb.add(x=i, y=np.int32(1)), *_rank0_tensors(ctx, outs[:ncarry]), *new)
 
     def test(*state):
         return mb.less(x=_loop_variant(state)[0], y=np.int32(length))
 
     outs = mb.while_loop(_cond=test, _body=step,
-                         loop_vars=(ctx.const(np.int32(0)), *init, *bufs))
+                         loop_vars=(ctx.const(np.int32(0)), *_rank0_tensors(ctx, init), *bufs))
     outs = list(outs[1:])
     outs[ncarry:] = [mb.cast(x=y, dtype="bool") if b else y
                      for y, b in zip(outs[ncarry:], is_bool)]
