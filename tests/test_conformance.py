@@ -129,3 +129,33 @@ def test_eager_moves_the_executions_outside_jit(tmp_path):
     (result,) = [json.loads(ln) for ln in out.read_text().splitlines()]
     assert report.outcome(result) == "pass", proc.stderr[-3000:]
     assert result["eager_calls"] >= 1 and result["programs"] >= 1 and result["jitted"] == 0
+
+
+def test_a_program_built_in_an_earlier_case_still_counts(tmp_path):
+    # a module-level jitted function compiled by one case and only called by the next: both
+    # ran rlx_jax programs (Compiled calls are counted, not only programs built)
+    from rlx_jax.conformance import report
+    (tmp_path / "lax_test.py").write_text(textwrap.dedent('''
+        import numpy as np
+        import jax
+        from jax._src import test_util as jtu
+        jax.config.parse_flags_with_absl()
+        F = jax.jit(lambda x: x * 3)
+
+        class ReuseTest(jtu.JaxTestCase):
+          def testA(self):
+            self.assertAllClose(F(np.float32(2)), np.float32(6))
+
+          def testB(self):
+            self.assertAllClose(F(np.float32(2)), np.float32(6))
+    '''))
+    (tmp_path / "MANIFEST.txt").write_text(f"# at tag jax-v{jax.__version__}\n")
+    out = tmp_path / "r.jsonl"
+    subprocess.run([sys.executable, "-m", "rlx_jax.conformance", "--backend", "xla",
+                    "--jax-tests", str(tmp_path), "--jobs", "1", "--out", str(out)],
+                   check=True, capture_output=True, timeout=600,
+                   env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    results = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert [report.outcome(r) for r in results] == ["pass", "pass"]
+    assert sorted(r["programs"] for r in results) == [0, 1]
+    assert all(r["calls"] == 1 for r in results)

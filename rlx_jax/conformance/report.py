@@ -13,7 +13,7 @@ STAGES_API = re.compile(r"'(Lowered|Compiled|Jitted|_Bound)' object has no attri
 
 
 def outcome(r):
-    """One of: pass, fail, skip (JAX skipped it), no-rlx (no rlx_jax program was built),
+    """One of: pass, fail, skip (JAX skipped it), no-rlx (no rlx_jax program was built or run),
     jax-fails (it fails under plain jax.jit too), api (it failed after reading the program's
     text, which is rlx_jax's IR and not JAX's StableHLO, or JAX's own dispatch / compile event
     counters (jtu.count_*), or on a jax.stages attribute that rlx_jax's stages do not
@@ -24,7 +24,7 @@ def outcome(r):
         return "jax-fails"
     if r["status"] in BAD and (r.get("read_ir") or STAGES_API.search(r.get("reason") or "")):
         return "api"
-    built = (r.get("jitted") or 0) + (r.get("programs") or 0) > 0
+    built = (r.get("jitted") or 0) + (r.get("programs") or 0) + (r.get("calls") or 0) > 0
     if not built and r["status"] == "pass":
         return "no-rlx"
     return "pass" if r["status"] == "pass" else "fail"

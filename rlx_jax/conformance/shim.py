@@ -10,7 +10,7 @@ from jax._src import api as jax_api
 from .. import api as rlx_api
 
 _ORIGINAL = {"jax": jax.jit, "api": jax_api.jit}
-_WATCHED = {}      # class -> its own as_text
+_WATCHED = {}      # class -> its own as_text; "call_flat" -> Compiled's
 _COUNTERS = {}     # jax._src.test_util.count_* -> the original
 
 
@@ -22,6 +22,7 @@ class Shim:
         self.options = dict(options or {})
         self.jitted = 0          # rlx_jax.jit functions made (per case: reset by the worker)
         self.read_ir = 0         # calls of as_text on rlx_jax's stages (the tests read JAX's IR)
+        self.calls = 0           # rlx_jax programs executed
 
     def jit(self, fun=None, /, _depth=1, **kwargs):
         """jax.jit's signature; rlx_jax.jit when the caller is test code."""
@@ -46,6 +47,12 @@ class Shim:
         jax.jit = jax_api.jit = jit
         for cls in (rlx_api.Lowered, rlx_api.Compiled):
             self._watch(cls)
+        original = _WATCHED.setdefault("call_flat", rlx_api.Compiled.call_flat)
+
+        def call_flat(compiled, leaves):      # every rlx_jax execution, cached ones included
+            self.calls += 1
+            return original(compiled, leaves)
+        rlx_api.Compiled.call_flat = call_flat
         from jax._src import test_util as jtu
         for name in [n for n in dir(jtu) if n.startswith("count_")]:
             self._watch_counter(jtu, name)
@@ -78,7 +85,10 @@ class Shim:
     def uninstall():
         jax.jit, jax_api.jit = _ORIGINAL["jax"], _ORIGINAL["api"]
         for cls, original in _WATCHED.items():
-            cls.as_text = original
+            if cls == "call_flat":
+                rlx_api.Compiled.call_flat = original
+            else:
+                cls.as_text = original
         from jax._src import test_util as jtu
         for name, original in _COUNTERS.items():
             setattr(jtu, name, original)

@@ -93,7 +93,7 @@ class Worker:
         test = getattr(module, cls)(method)
         result = _Result()
         if self.shim is not None:
-            self.shim.jitted = self.shim.read_ir = 0
+            self.shim.jitted = self.shim.read_ir = self.shim.calls = 0
         if self.eager is not None:
             self.eager.calls = 0
         t0 = time.perf_counter()
@@ -102,6 +102,7 @@ class Worker:
         out = {"seconds": round(time.perf_counter() - t0, 3),
                "jitted": self.shim.jitted if self.shim else None,
                "read_ir": self.shim.read_ir if self.shim else None,
+               "calls": self.shim.calls if self.shim else None,
                "eager_calls": self.eager.calls if self.eager else None,
                "programs": len(programs), "host_programs": 0, "eager_programs": 0}
         for p in programs:
