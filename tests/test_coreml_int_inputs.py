@@ -153,3 +153,20 @@ def test_uint32_beyond_int32_runs_on_the_host_with_fallback_host(count, caplog):
     (compiled,) = jitted._cache.values()
     assert compiled.runtime == "mil-reference+host-for-range"
     assert "runs on the host (the xla reference) for calls whose integer arguments" in caplog.text
+
+
+@pytest.mark.host("bitwise ops run on the host; a uint32 argument beyond int32 range too")
+@pytest.mark.parametrize("output, kind", [("jax", jax.Array), ("numpy", np.ndarray)])
+def test_host_for_range_results_take_the_asked_output_form(output, kind):
+    """Given: a program with a host segment (a bitwise and), called with a uint32 beyond int32.
+    Result: the results are the `output` jit asked for, equal to JAX's."""
+    def f(x, y):
+        return x // 3 + 1, y.astype(jnp.int32) & 3
+    x, y = np.array([1, 2 ** 31 + 5], np.uint32), np.arange(2, dtype=np.float32)
+    jitted = rlx_jax.jit(f, backend="coreml", output=output)
+    got, want = jitted(x, y), jax.jit(f)(x, y)
+    for g, w in zip(got, want):
+        assert isinstance(g, kind)
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    (compiled,) = jitted._cache.values()
+    assert compiled.runtime.endswith("+host-for-range")

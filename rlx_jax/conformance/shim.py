@@ -10,7 +10,8 @@ from jax._src import api as jax_api
 from .. import api as rlx_api
 
 _ORIGINAL = {"jax": jax.jit, "api": jax_api.jit}
-_WATCHED = {}      # class -> its own as_text; "call_flat" -> Compiled's
+_WATCHED = {}      # class -> its own as_text
+_CALL_FLAT = rlx_api.Compiled.call_flat
 _COUNTERS = {}     # jax._src.test_util.count_* -> the original
 
 
@@ -47,11 +48,9 @@ class Shim:
         jax.jit = jax_api.jit = jit
         for cls in (rlx_api.Lowered, rlx_api.Compiled):
             self._watch(cls)
-        original = _WATCHED.setdefault("call_flat", rlx_api.Compiled.call_flat)
-
         def call_flat(compiled, leaves):      # every rlx_jax execution, cached ones included
             self.calls += 1
-            return original(compiled, leaves)
+            return _CALL_FLAT(compiled, leaves)
         rlx_api.Compiled.call_flat = call_flat
         from jax._src import test_util as jtu
         for name in [n for n in dir(jtu) if n.startswith("count_")]:
@@ -84,11 +83,9 @@ class Shim:
     @staticmethod
     def uninstall():
         jax.jit, jax_api.jit = _ORIGINAL["jax"], _ORIGINAL["api"]
+        rlx_api.Compiled.call_flat = _CALL_FLAT
         for cls, original in _WATCHED.items():
-            if cls == "call_flat":
-                rlx_api.Compiled.call_flat = original
-            else:
-                cls.as_text = original
+            cls.as_text = original
         from jax._src import test_util as jtu
         for name, original in _COUNTERS.items():
             setattr(jtu, name, original)

@@ -23,6 +23,10 @@ class HostForRange:
         self.executable, self.lowered = executable, lowered
         self.host, self.host_calls = None, 0
         self.converts_output = getattr(executable, "converts_output", False)
+        # an executable that converts its results itself (host segments) gets the host's
+        # results converted here too, to the `output` jit asked for
+        self._convert = lowered.backend.output_converter(
+            lowered.options.get("output", "jax")) if self.converts_output else None
 
     @property
     def runtime(self):
@@ -42,8 +46,8 @@ class HostForRange:
                                 "whose integer arguments Core ML cannot hold: %s",
                                 self.lowered.name, str(e).splitlines()[0])
             self.host_calls += 1
-            outs = self.host(*leaves)
-            return outs if self.converts_output else [np.asarray(o) for o in outs]
+            outs = [np.asarray(o) for o in self.host(*leaves)]   # Core ML's own result form
+            return self._convert(outs) if self._convert is not None else outs
 
     def _host_program(self):
         from ...backends.base import get_backend
