@@ -22,10 +22,6 @@ _NARROW = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dt
 _DTYPES = {}   # dtype object of any array library -> numpy dtype (memoised: hot path)
 
 
-class _PrngKeyDtype(Exception):
-    """The dtype is a typed PRNG key dtype of an implementation other than threefry2x32."""
-
-
 def _to_np_dtype(dtype):
     try:
         return _DTYPES[dtype]
@@ -38,9 +34,7 @@ def _to_np_dtype(dtype):
             from .backends.mlx.runtime import mlx_to_np_dtype  # an mx.Dtype
             out = mlx_to_np_dtype(dtype)
         elif jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-            if dtype != prng.JAX_KEY:
-                raise _PrngKeyDtype() from None
-            out = prng.KEY                       # a typed threefry key
+            out = prng.dtype_of(dtype)           # a typed key, of its implementation
         else:
             raise BadArgumentError(f"dtype {dtype} is not an array dtype rlx_jax knows; pass "
                                    f"float/int/uint/bool arrays") from None
@@ -76,11 +70,7 @@ def leaf_signature(x, path, x64=False):
             f"argument {path} has type {t.__name__}, which is not an array or a number; "
             f"pass jax/numpy/mlx arrays or Python scalars, or mark it static "
             f"(static_argnums/static_argnames)")
-    try:
-        dtype = _to_np_dtype(dtype)
-    except _PrngKeyDtype:
-        raise BadArgumentError(f"argument {path}: "
-                               f"{prng.unsupported_impl(prng.impl_name(dtype))}") from None
+    dtype = _to_np_dtype(dtype)
     if not x64:
         dtype = _NARROW.get(dtype, dtype)
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
@@ -154,23 +144,25 @@ class KeyBoundary:
     """Typed PRNG keys cross an executable's boundary as their uint32 data (frontend/trace.py
     boundary_input): `args` turns the key arguments at `key_args` (flat positions) into their
     data, `results` wraps the results at `key_results` back into typed keys, as jax.jit
-    returns them. One place for every backend, built only when the program has keys."""
+    returns them (`key_results`: flat position -> IR key dtype). One place for every backend,
+    built only when the program has keys."""
 
     def __init__(self, key_args, key_results):
-        self.key_args, self.key_results = frozenset(key_args), frozenset(key_results)
+        self.key_args, self.key_results = frozenset(key_args), dict(key_results)
 
     def args(self, leaves):
         return [prng.unwrap(x) if i in self.key_args else x for i, x in enumerate(leaves)]
 
     def results(self, outs):
-        return [prng.wrap(jax.numpy.asarray(o)) if i in self.key_results else o
-                for i, o in enumerate(outs)]
+        kr = self.key_results
+        return [prng.wrap(o, kr[i]) if i in kr else o for i, o in enumerate(outs)]
 
 
 def key_boundary(closed_jaxpr):
     """The KeyBoundary of a traced function, or None when no argument or result is a key."""
     ins = [i for i, a in enumerate(closed_jaxpr.in_avals) if prng.is_key(a.dtype)]
-    outs = [i for i, a in enumerate(closed_jaxpr.out_avals) if prng.is_key(a.dtype)]
+    outs = {i: prng.dtype_of(a.dtype) for i, a in enumerate(closed_jaxpr.out_avals)
+            if prng.is_key(a.dtype)}
     return KeyBoundary(ins, outs) if ins or outs else None
 
 

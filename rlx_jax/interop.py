@@ -233,10 +233,8 @@ def _as_operand(x):
 def _key_data(x, path):
     dtype = getattr(x, "dtype", None)
     if dtype is None or not prng.is_key(dtype):
-        return x, False
-    if dtype != prng.JAX_KEY:
-        raise BadArgumentError(f"argument {path}: {prng.unsupported_impl(prng.impl_name(dtype))}")
-    return prng.unwrap(x), True
+        return x, None
+    return prng.unwrap(x), prng.dtype_of(dtype)
 
 
 def bind(jitted, args, kwargs):
@@ -250,7 +248,7 @@ def bind(jitted, args, kwargs):
                                        lambda: _base(jitted, flat_fun, keys))
     outs = rlx_call_p.bind(*leaves, fn=fn)
     out_tree, out_keys = out_info
-    outs = [prng.wrap(o) if k else o for o, k in zip(outs, out_keys)]
+    outs = [o if k is None else prng.wrap(o, k) for o, k in zip(outs, out_keys)]
     return jax.tree_util.tree_unflatten(out_tree, outs)
 
 
@@ -258,8 +256,9 @@ def _base(jitted, flat_fun, keys):
     out_info = []
 
     def flat(*leaves):
-        outs = flat_fun(*(prng.wrap(x) if k else x for x, k in zip(leaves, keys)))
+        outs = flat_fun(*(x if k is None else prng.wrap(x, k) for x, k in zip(leaves, keys)))
         if not out_info:
-            out_info.extend((flat_fun.out_trees[-1], [prng.is_key(o.dtype) for o in outs]))
+            out_info.extend((flat_fun.out_trees[-1], [prng.dtype_of(o.dtype) if prng.is_key(
+                o.dtype) else None for o in outs]))
         return [prng.unwrap(o) if prng.is_key(o.dtype) else o for o in outs]
     return RlxFunction(flat, jitted.__name__, jitted.like), out_info

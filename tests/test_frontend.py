@@ -185,7 +185,7 @@ def test_source_lines_survive_inlining_and_grad():
 def _uses_unsupported(x):
     a = lax.igamma(x[:, :3] * x[:, :3] + 1.0, jnp.ones((3, 3)))
     b = lax.igamma(a * a + 1.0, jnp.ones((3, 3)))
-    noise = jax.random.normal(jax.random.key(0, impl="rbg"), x.shape)
+    noise = lax.rng_uniform(jnp.float32(0), jnp.float32(1), x.shape)
     return jnp.sum(b) + noise
 
 
@@ -194,12 +194,12 @@ def test_unsupported_primitives_are_reported_once_with_counts_and_lines():
         rlx_jax.jit(_uses_unsupported, backend="xla", fallback="error").lower(X)
     msg = str(info.value)
     chol_line = _line_of(_uses_unsupported, "a = lax.igamma")
-    rand_line = _line_of(_uses_unsupported, "jax.random")
+    rand_line = _line_of(_uses_unsupported, "lax.rng_uniform")
     assert "igamma ×2" in msg, msg
     assert f"{HERE}:{chol_line}" in msg, msg
-    assert "'rbg' implementation" in msg and "special function" in msg
+    assert "XLA's stateful generator" in msg and "special function" in msg
     assert f"{HERE}:{rand_line}" in msg, msg
-    assert "random_seed" in msg, msg
+    assert "rng_uniform ×1" in msg, msg
     assert "= igamma " in msg       # the eqn text
     assert msg.count(f"at {HERE}:") == len(info.value.args[0].split("×")) - 1
     assert msg.count("unsupported JAX primitive(s)") == 1
@@ -215,11 +215,11 @@ def test_unsupported_error_through_jit_names_every_primitive():
 
 
 def test_with_host_fallback_only_primitives_that_cannot_run_on_the_host_are_refused():
-    """igamma is kept as a HostPrimitive (it runs as JAX); the rbg generator is refused."""
+    """igamma is kept as a HostPrimitive (it runs as JAX); rng_uniform is refused."""
     with pytest.raises(UnsupportedPrimitiveError) as info:
         rlx_jax.trace(_uses_unsupported, X)
     listed = [ln.split()[0] for ln in str(info.value).splitlines() if "×" in ln]
-    assert "igamma" not in listed and listed, listed
+    assert "igamma" not in listed and listed == ["rng_uniform"], listed
 
 
 def test_reduce_window_with_a_general_body_is_one_slice_and_body_per_window_element():

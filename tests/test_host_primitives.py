@@ -145,7 +145,7 @@ def test_an_effectful_primitive_with_no_rule_is_refused_by_name():
 
 
 def test_refused_primitives_keep_their_refusal():
-    """io_callback (like the rbg generator, rng_uniform, all_to_all, shard_map) is refused by
+    """io_callback (like rng_uniform, all_to_all, shard_map) is refused by
     name with its reason, even with fallback="host"."""
     def f(x):
         return jax.experimental.io_callback(lambda a: a, jax.ShapeDtypeStruct(x.shape, x.dtype),

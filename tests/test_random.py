@@ -374,13 +374,6 @@ def test_coreml_runs_the_bits_on_the_host_and_the_rest_on_the_device():
     assert_same(lambda k: R.uniform(k, (3, 3)), "coreml", R.key(0))
 
 
-def test_rbg_keys_are_refused_with_what_to_do(backend):
-    with pytest.raises(errors.BadArgumentError, match="'rbg' implementation.*threefry2x32"):
-        rlx_jax.jit(lambda k: R.uniform(k), backend=backend)(R.key(0, impl="rbg"))
-    with pytest.raises(errors.UnsupportedPrimitiveError, match="'rbg' implementation"):
-        rlx_jax.jit(lambda s: R.uniform(R.key(s, impl="rbg")), backend=backend)(np.int32(0))
-
-
 def test_flag_change_retraces():
     f = rlx_jax.jit(lambda k: R.uniform(k, (4,)), backend="xla")
     a = np.asarray(f(R.key(0)))

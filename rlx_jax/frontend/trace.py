@@ -96,13 +96,8 @@ def _eqn_text(eqn, limit=200):
 
 
 def _plain_dtype(aval):
-    """The aval's IR dtype (ir/prng.py: KEY for a threefry PRNG key); a key of another
-    implementation gets KEY as a stand-in, so tracing can go on and collect every unsupported
-    primitive that makes or uses it (random_seed, random_wrap, ... refuse such keys)."""
-    try:
-        return prng.dtype_of(aval.dtype)
-    except ValueError:
-        return prng.KEY
+    """The aval's IR dtype (ir/prng.py: the key dtype of its implementation for a PRNG key)."""
+    return prng.dtype_of(aval.dtype)
 
 
 def _plain(eqn):
@@ -168,7 +163,8 @@ class _Tracer:
         self.b.src = None
         dtype = getattr(c, "dtype", None)
         if dtype is not None and prng.is_key(dtype):
-            return self.b.add(OpKind.RandomWrap, (self.b.const(np.asarray(prng.unwrap(c))),))
+            return self.b.add(OpKind.RandomWrap, (self.b.const(np.asarray(prng.unwrap(c))),),
+                              {"key_dtype": prng.dtype_of(dtype)})
         return self.b.const(np.asarray(c))
 
     def inline(self, body, invals, src):
@@ -260,11 +256,11 @@ def translate(closed_jaxpr, b, operands):
 
 def boundary_input(b, aval):
     """The graph Input for a jaxpr invar: typed PRNG keys cross the graph boundary as their
-    physical data (uint32[..., 2], wrapped right after the Input), every other value as is."""
+    physical data (uint32[..., *key_shape], wrapped right after the Input), every other value as is."""
     if prng.is_key(aval.dtype):
-        data = b.input(prng.physical_shape(aval.shape), np.uint32)
+        data = b.input(prng.physical_shape(aval.shape, prng.dtype_of(aval.dtype)), np.uint32)
         prng.mark_key_data(data)
-        return b.add(OpKind.RandomWrap, (data,))
+        return b.add(OpKind.RandomWrap, (data,), {"key_dtype": prng.dtype_of(aval.dtype)})
     return b.input(aval.shape, aval.dtype)
 
 
@@ -280,7 +276,7 @@ def graph_from_jaxpr(closed_jaxpr, name="main", host=True):
     outs = t.run(closed_jaxpr.jaxpr, closed_jaxpr.consts, args)
     t.raise_missing()
     t.b.src = None
-    t.b.graph.outputs = [t.b.add(OpKind.RandomUnwrap, (o,)) if o.dtype == prng.KEY else o
+    t.b.graph.outputs = [t.b.add(OpKind.RandomUnwrap, (o,)) if prng.is_key(o.dtype) else o
                          for o in outs]
     return dce(t.b.graph).verify()
 

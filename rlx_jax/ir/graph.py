@@ -5,15 +5,15 @@ import numpy as np
 
 from ..errors import IRTypeError
 from .ops import OpKind
-from .prng import KEY, KEY_NAME
+from . import prng
 
 _ids = itertools.count()
 
 
 def dtype_name(dt):
     dt = np.dtype(dt)
-    if dt == KEY:
-        return KEY_NAME
+    if prng.is_key(dt):
+        return prng.dtype_name(dt)
     return {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
             "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
             "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "bool"}.get(dt.name, dt.name)

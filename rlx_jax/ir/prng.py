@@ -1,73 +1,96 @@
-"""PRNG keys in the IR, and JAX's threefry key functions on their physical data.
+"""PRNG keys in the IR, and JAX's key functions on their physical data.
 
-A typed JAX key (`jax.random.key`, dtype `key<fry>`) is an IR Value of dtype KEY: a numpy
-structured dtype holding the key's two uint32 words, printed `key<fry>`, with the key array's
-logical shape (a `key<fry>[3]` holds 3 keys). Values of this dtype are never silently plain
-integers: backends that cannot hold them get them rewritten to their physical data,
-`uint32[..., 2]`, by passes/keys.py. Only the default `threefry2x32` implementation exists here.
+A typed JAX key (`jax.random.key`, dtype `key<fry>`) is an IR Value whose dtype is the key
+dtype of its implementation: a numpy structured dtype with one uint32 field of the
+implementation's key shape, named by its tag (`key_dtype`: threefry2x32's `KEY` holds
+uint32[2], printed `key<fry>`; rbg's holds uint32[4], `key<rbg>`), with the key array's
+logical shape (a `key<fry>[3]` holds 3 keys). Every PRNGImpl works, JAX's own (threefry2x32,
+rbg, unsafe_rbg) and custom ones: the functions below run the implementation's own seed /
+split / random_bits / fold_in. Values of a key dtype are never silently plain integers:
+backends that cannot hold them get them rewritten to their physical data,
+`uint32[..., *key_shape]`, by passes/decompose/keys.py.
 
-`bits`, `split`, `fold_in`, `seed` and `gamma` are JAX's own threefry functions (jax._src.random) on
-physical key data, with `jax_threefry_partitionable` given explicitly instead of read from the
-config when lowered: the reference semantics of the Random* kinds (ir/reference.py) and their
-decompositions (passes/keys.py) both call them, so the two cannot disagree.
+`bits`, `split`, `fold_in`, `seed` and `gamma` are JAX's own key functions
+(jax._src.random.prng's `*_impl_base`) on physical key data, with `jax_threefry_partitionable`
+given explicitly instead of read from the config when lowered: the reference semantics of the
+Random* kinds (ir/reference.py) and their decompositions (passes/decompose/keys.py) both call
+them, so the two cannot disagree. rbg's bits come from `lax.rng_bit_generator`
+(frontend/rules/random.py decomposes it with ir/philox.py).
 
     >>> KEY.itemsize, dtype_of(jax.random.key(0).dtype) == KEY
     (8, True)
+    >>> dtype_name(dtype_of(jax.random.key(0, impl="rbg").dtype)), key_shape(KEY)
+    ('key<rbg>', (2,))
 """
-import functools
-
 import jax
-import jax.numpy as jnp
 import numpy as np
-from ..jax_internals import module
+from jax._src import config as _config
 
+from ..jax_internals import module
 from .ops import OpKind
 
 _random_core, _prng, _fry = module("random_core"), module("prng"), module("threefry")
 
-KEY = np.dtype([("fry", "<u4", (2,))])
-KEY_NAME = "key<fry>"
 IMPL = "threefry2x32"
 threefry2x32_p = _fry.threefry2x32_p
 random_gamma_p = _random_core.random_gamma_p
+_IMPLS = {}                     # key dtype -> PRNGImpl
+
+
+def key_dtype(impl):
+    """The IR dtype of keys of PRNGImpl `impl` (registered on first use)."""
+    dt = np.dtype([(impl.tag, "<u4", tuple(int(d) for d in impl.key_shape))])
+    known = _IMPLS.setdefault(dt, impl)
+    if known is not impl and known.name != impl.name:
+        raise ValueError(f"two PRNG implementations, '{known.name}' and '{impl.name}', share the "
+                         f"tag '{impl.tag}' and key shape {dt[0].shape}; rlx_jax tells key "
+                         f"types apart by both: give one of them another tag")
+    return dt
+
+
 JAX_KEY = jax.eval_shape(lambda: jax.random.key(0, impl=IMPL)).dtype
+KEY = key_dtype(JAX_KEY._impl)
 
 
 def is_key(dtype):
     """Whether `dtype` (numpy or JAX) is a PRNG key dtype, of any implementation."""
     if isinstance(dtype, np.dtype):
-        return dtype == KEY
+        return dtype in _IMPLS
     return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
 
 
 def dtype_of(dtype):
-    """The IR (numpy) dtype of a JAX dtype: KEY for threefry keys; ValueError for another
-    key implementation; np.dtype(dtype) otherwise."""
+    """The IR (numpy) dtype of a JAX dtype: key_dtype(impl) for keys; np.dtype otherwise."""
     if isinstance(dtype, np.dtype):
         return dtype
     if is_key(dtype):
-        if dtype != JAX_KEY:
-            raise ValueError(unsupported_impl(impl_name(dtype)))
-        return KEY
+        return key_dtype(dtype._impl)
     return np.dtype(dtype)
 
 
+def impl_of(dtype):
+    """The PRNGImpl of an IR key dtype."""
+    return _IMPLS[dtype]
+
+
 def jax_dtype(dtype):
-    """The JAX dtype of an IR dtype (KEY -> key<fry>), for abstract evaluation."""
-    return JAX_KEY if dtype == KEY else dtype
+    """The JAX dtype of an IR dtype (a key dtype -> key<tag>), for abstract evaluation."""
+    return _prng.KeyTy(_IMPLS[dtype]) if dtype in _IMPLS else dtype
+
+
+def dtype_name(dtype):
+    """How the IR prints a key dtype: key<tag>."""
+    return f"key<{dtype.names[0]}>"
+
+
+def key_shape(dtype):
+    """The shape of one key's data for an IR key dtype: (2,) for threefry, (4,) for rbg."""
+    return dtype[0].shape
 
 
 def impl_name(dtype):
     """The implementation name of a JAX key dtype (key<rbg> -> 'rbg')."""
     return getattr(getattr(dtype, "_impl", None), "name", str(dtype))
-
-
-def unsupported_impl(name):
-    """The message for keys of implementation `name` (not threefry2x32)."""
-    return (f"PRNG keys of the '{name}' implementation are not supported: rlx_jax draws "
-            f"bits with threefry2x32 only; make keys with the default implementation "
-            f"(jax.random.key(seed) or jax.random.PRNGKey(seed) without impl='{name}', and "
-            f"leave jax_default_prng_impl unset)")
 
 
 KEY_DATA_BOUNDS = (0, 2 ** 32 - 1)
@@ -81,57 +104,53 @@ def mark_key_data(v):
         v.node.attrs["bounds"] = KEY_DATA_BOUNDS
 
 
-def physical_shape(shape):
-    """The shape of the physical data of a key array of `shape`."""
-    return tuple(shape) + (2,)
+def physical_shape(shape, dtype=KEY):
+    """The shape of the physical data of a key array of `shape` and IR key dtype `dtype`."""
+    return tuple(shape) + key_shape(dtype)
 
 
-# ---- JAX's threefry key functions on physical data (uint32[..., 2]) ----
-def _one_bits(key, bit_width, shape, partitionable):
-    if partitionable:
-        return _fry._threefry_random_bits_partitionable(key, bit_width, tuple(shape))
-    return _fry._threefry_random_bits_original(key, bit_width, tuple(shape))
+def _partitionable(on):
+    return _config.threefry_partitionable(bool(on))
 
 
-def _one_split(key, shape, partitionable):
-    if partitionable:
-        return _fry._threefry_split_foldlike(key, tuple(shape))
-    return _fry._threefry_split_original(key, tuple(shape))
-
-
-def bits(data, *, bit_width, shape, partitionable):
+# ---- JAX's key functions on physical data (uint32[*batch, *key_shape]) ----
+def bits(data, *, dtype=KEY, bit_width, shape, partitionable):
     """uint{bit_width}[*batch, *shape]: random_bits of the keys whose data is `data`."""
-    fn = functools.partial(_one_bits, bit_width=bit_width, shape=shape,
-                           partitionable=partitionable)
-    return _prng.iterated_vmap_unary(data.ndim - 1, fn)(data)
+    with _partitionable(partitionable):
+        return _prng.random_bits_impl_base(
+            _IMPLS[dtype], data, data.ndim - len(key_shape(dtype)), bit_width=bit_width,
+            shape=tuple(shape))
 
 
-def split(data, *, shape, partitionable):
-    """uint32[*batch, *shape, 2]: the data of random_split of the keys whose data is `data`."""
-    fn = functools.partial(_one_split, shape=shape, partitionable=partitionable)
-    return _prng.iterated_vmap_unary(data.ndim - 1, fn)(data)
+def split(data, *, dtype=KEY, shape, partitionable):
+    """uint32[*batch, *shape, *key_shape]: the data of random_split of the keys in `data`."""
+    with _partitionable(partitionable):
+        return _prng.random_split_impl_base(
+            _IMPLS[dtype], data, data.ndim - len(key_shape(dtype)), shape=tuple(shape))
 
 
-def fold_in(data, msgs):
-    """uint32[*batch, 2]: the data of random_fold_in(keys, msgs), broadcast as JAX does."""
-    fn = lambda k, m: _fry._threefry_fold_in(k, jnp.asarray(m, dtype="uint32"))  # noqa: E731
-    return _prng.iterated_vmap_binary_bcast(data.shape[:-1], np.shape(msgs), fn)(data, msgs)
+def fold_in(data, msgs, *, dtype=KEY):
+    """uint32[*batch, *key_shape]: the data of random_fold_in(keys, msgs), broadcast as JAX
+    does."""
+    batch = data.shape[:data.ndim - len(key_shape(dtype))]
+    return _prng.random_fold_in_impl_base(_IMPLS[dtype], data, jax.numpy.asarray(
+        msgs, dtype="uint32"), batch)
 
 
-def seed(seeds):
-    """uint32[*seeds.shape, 2]: the data of random_seed of integer `seeds`."""
-    return _prng.iterated_vmap_unary(np.ndim(seeds), _fry.threefry_seed)(seeds)
+def seed(seeds, *, dtype=KEY):
+    """uint32[*seeds.shape, *key_shape]: the data of random_seed of integer `seeds`."""
+    return _prng.random_seed_impl_base(seeds, impl=_IMPLS[dtype])
 
 
-def gamma(data, a, *, log_space):
+def gamma(data, a, *, dtype=KEY, log_space):
     """random_gamma of the keys whose data is `data`, as JAX lowers it (vmapped rejection
     sampling: While loops on typed keys, which passes/keys.py physicalizes in turn)."""
-    return _random_core._gamma_impl(wrap(data), a, log_space=log_space, use_vmap=True)
+    return _random_core._gamma_impl(wrap(data, dtype), a, log_space=log_space, use_vmap=True)
 
 
-def wrap(data):
-    """The typed keys whose data is `data`."""
-    return jax.random.wrap_key_data(data, impl=IMPL)
+def wrap(data, dtype=KEY):
+    """The typed keys (of IR key dtype `dtype`) whose data is `data`."""
+    return _prng.random_wrap(jax.numpy.asarray(data, np.uint32), impl=_IMPLS[dtype])
 
 
 def unwrap(keys):

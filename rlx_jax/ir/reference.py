@@ -324,15 +324,22 @@ reference(K.CumsumBackward)(lambda dy, *, axis, reverse: lax.cumsum(
     dy, axis=axis, reverse=not reverse))
 
 
-# ---- randomness: typed keys (dtype ir.prng.KEY) and JAX's threefry functions on their data ----
-reference(K.RandomWrap)(lambda x: prng.wrap(x))
+# ---- randomness: typed keys (ir/prng.py key dtypes) and JAX's key functions on their data ----
+def _kd(k):
+    return prng.dtype_of(k.dtype)
+
+
+reference(K.RandomWrap)(lambda x, *, key_dtype: prng.wrap(x, key_dtype))
 reference(K.RandomUnwrap)(lambda k: prng.unwrap(k))
-reference(K.RandomSeed)(lambda s: prng.wrap(prng.seed(s)))
+reference(K.RandomSeed)(lambda s, *, key_dtype: prng.wrap(prng.seed(s, dtype=key_dtype),
+                                                          key_dtype))
 reference(K.RandomBits)(lambda k, *, bit_width, shape, partitionable: prng.bits(
-    prng.unwrap(k), bit_width=bit_width, shape=shape, partitionable=partitionable))
+    prng.unwrap(k), dtype=_kd(k), bit_width=bit_width, shape=shape,
+    partitionable=partitionable))
 reference(K.RandomSplit)(lambda k, *, shape, partitionable: prng.wrap(prng.split(
-    prng.unwrap(k), shape=shape, partitionable=partitionable)))
-reference(K.RandomFoldIn)(lambda k, m: prng.wrap(prng.fold_in(prng.unwrap(k), m)))
+    prng.unwrap(k), dtype=_kd(k), shape=shape, partitionable=partitionable), _kd(k)))
+reference(K.RandomFoldIn)(lambda k, m: prng.wrap(prng.fold_in(prng.unwrap(k), m,
+                                                              dtype=_kd(k)), _kd(k)))
 # In its own jit, as jax.random.gamma binds it (inside jit(_gamma)): XLA's CPU code decides
 # fused multiply-adds per computation, so without the call boundary its floats differ by ulps.
 reference(K.RandomGamma)(lambda k, a, *, log_space: jax.jit(

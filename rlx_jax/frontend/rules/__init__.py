@@ -3,19 +3,14 @@
 One table, filled by the family modules below. A primitive with no rule is kept as it is
 (OpKind.HostPrimitive, ir/host.py: it runs as JAX on the host, in reported segments) when jit's
 fallback is "host", and refused with fallback="error"; UNSUPPORTED gives the reason shown for
-some of them. Always refused: those in REFUSED (another PRNG implementation's generator, XLA's
-stateful generator, io_callback, all_to_all, shard_map), and any unlisted primitive whose eqn
+some of them. Always refused: those in REFUSED (XLA's stateful generator, io_callback, all_to_all, shard_map), and any unlisted primitive whose eqn
 has effects, which host segments do not keep (frontend/trace.py: no_rule).
 """
 from ...ir.interpret import rule_table
 
 JAXPR_RULES, jaxpr_rule = rule_table("JAXPR_RULES")
 
-_RBG = "rng_bit_generator is the bit generator of the 'rbg' and 'unsafe_rbg' PRNG " \
-       "implementations, which rlx_jax does not run; use the default threefry2x32 keys " \
-       "(jax.random.key(seed) without impl=, jax_default_prng_impl unset)"
 UNSUPPORTED = {
-    "rng_bit_generator": _RBG,
     "rng_uniform": "lax.rng_uniform is XLA's stateful generator, which has no JAX semantics to "
                    "match; use jax.random with a key",
     **{p: "this linear-algebra primitive has no RLX kind yet" for p in (
@@ -33,7 +28,7 @@ UNSUPPORTED = {
                  "use rlx_jax.jit(fn, axis_name=...) and rlx_jax.distributed",
 }
 
-REFUSED = frozenset(("rng_bit_generator", "rng_uniform", "io_callback", "all_to_all", "shard_map"))
+REFUSED = frozenset(("rng_uniform", "io_callback", "all_to_all", "shard_map"))
 HOST_RUNNABLE = frozenset(UNSUPPORTED) - REFUSED     # the listed ones kept with fallback="host"
 
 from . import elementwise, linalg, reduce, shape, index, conv, control, random  # noqa: E402,F401

@@ -4,22 +4,21 @@
 traced (an attribute, `partitionable`), as jax.jit does when it lowers them. `random_gamma`
 (gamma, beta, dirichlet) is one RandomGamma node: JAX's own lowering of it on xla, its
 implementation (per-sample rejection loops as While nodes) elsewhere (passes/decompose/keys.py). `iota_2x32_shape` (the counters of partitionable
-threefry) is a uint32 Iota; `threefry2x32` is the ThreeFry2x32 hash. Keys of other
-implementations (rbg, unsafe_rbg) are refused with what to do instead.
+threefry) is a uint32 Iota; `threefry2x32` is the ThreeFry2x32 hash. Keys of every PRNG
+implementation are typed by it (ir/prng.py): rbg's, unsafe_rbg's and custom ones run their own
+functions on their data. `rng_bit_generator` (rbg's bits) is XLA's Philox, ir/philox.py,
+translated in place; its other algorithm (RNG_THREE_FRY) is refused.
 """
+import functools
+
 import jax
 import numpy as np
+from jax import lax
 
 from ...errors import UnsupportedPrimitiveError
-from ...ir import prng
+from ...ir import philox, prng
 from ...ir.ops import OpKind as K
 from . import jaxpr_rule
-
-
-def _check_impl(ctx, impl):
-    """None for a threefry2x32 key; else the eqn recorded as unsupported, naming `impl`."""
-    name = getattr(impl, "name", str(impl))
-    return None if name == prng.IMPL else ctx.unsupported(prng.unsupported_impl(name))
 
 
 def _partitionable():
@@ -28,13 +27,13 @@ def _partitionable():
 
 @jaxpr_rule("random_seed")
 def _random_seed(ctx, seeds, *, impl):
-    return _check_impl(ctx, impl) or ctx.emit(K.RandomSeed, (seeds,))
+    return ctx.emit(K.RandomSeed, (seeds,), key_dtype=prng.key_dtype(impl))
 
 
 @jaxpr_rule("random_wrap")
 def _random_wrap(ctx, data, *, impl):
     prng.mark_key_data(data)
-    return _check_impl(ctx, impl) or ctx.emit(K.RandomWrap, (data,))
+    return ctx.emit(K.RandomWrap, (data,), key_dtype=prng.key_dtype(impl))
 
 
 jaxpr_rule("random_unwrap")(lambda ctx, keys: ctx.emit(K.RandomUnwrap, (keys,)))
@@ -65,3 +64,19 @@ def _iota_2x32_shape(ctx, *, shape):
 
 jaxpr_rule("random_gamma")(lambda ctx, keys, a, *, log_space: ctx.emit(
     K.RandomGamma, (keys, a), log_space=bool(log_space)))
+
+
+_PHILOX = (lax.RandomAlgorithm.RNG_DEFAULT, lax.RandomAlgorithm.RNG_PHILOX)
+
+
+@jaxpr_rule("rng_bit_generator")
+def _rng_bit_generator(ctx, key, *, shape, dtype, algorithm, out_sharding=None):
+    """XLA's Philox (ir/philox.py), which RNG_DEFAULT is on CPU and GPU, translated in place."""
+    if algorithm not in _PHILOX:
+        return ctx.unsupported(
+            f"rng_bit_generator with {algorithm.name} is not supported: rlx_jax computes "
+            f"RNG_DEFAULT and RNG_PHILOX (XLA's Philox4x32-10); pass one of those")
+    fn = functools.partial(philox.rng_bit_generator, shape=tuple(int(d) for d in shape),
+                           dtype=np.dtype(dtype))
+    closed = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct(key.shape, key.dtype))
+    return ctx.translate(closed, [key])

@@ -1,11 +1,13 @@
 """Key physicalization, and the ThreeFry2x32 hash as uint32 IR.
 
-`physicalize(graph)` rewrites every typed PRNG key value (dtype ir.prng.KEY, shape S) to its
-physical data, uint32[*S, 2], for backends that do not claim the Random* kinds (legalize runs
-it first for them). Data movement on keys moves the data along one more trailing axis;
-RandomWrap / RandomUnwrap disappear; RandomBits / RandomSplit / RandomFoldIn / RandomSeed
-become JAX's own threefry functions on the data (ir/prng.py, emitted through the frontend),
-which come down to ThreeFry2x32, Iota and uint32 shifts, xors, slices and concatenations.
+`physicalize(graph)` rewrites every typed PRNG key value (an ir/prng.py key dtype, shape S)
+to its physical data, uint32[*S, *key_shape] (key_shape (2,) for threefry2x32, (4,) for rbg),
+for backends that do not claim the Random* kinds (legalize runs it first for them). Data
+movement on keys moves the data along the trailing key axes; RandomWrap / RandomUnwrap
+disappear; RandomBits / RandomSplit / RandomFoldIn / RandomSeed become the implementation's
+own functions on the data (ir/prng.py, emitted through the frontend): for threefry they come
+down to ThreeFry2x32, Iota and uint32 shifts, xors, slices and concatenations, for rbg to
+Philox (ir/philox.py).
 Control flow carrying keys gets physical region signatures.
 
     Given:  b:key<fry>[] = RandomWrap a:u32[2]
@@ -56,11 +58,11 @@ def _threefry2x32(b, node, k1, k2, x1, x2):
 
 def has_keys(graph):
     """Whether any value of `graph` (regions included) is a typed key."""
-    return any(v.dtype == prng.KEY for n in graph.walk() for v in (*n.inputs, *n.outputs))
+    return any(prng.is_key(v.dtype) for n in graph.walk() for v in (*n.inputs, *n.outputs))
 
 
 def physicalize(graph):
-    """`graph` with every key value replaced by its uint32[..., 2] data (module docstring);
+    """`graph` with every key value replaced by its uint32[..., *key_shape] data (module docstring);
     `graph` itself when it has none. RandomGamma's implementation works on typed keys again,
     so this runs until none is left (once more per nesting of such kinds)."""
     for _ in range(8):
@@ -78,8 +80,8 @@ def _rebuild(graph):
         b.src = n.src
         if n.kind is K.Input:
             o = n.out
-            if o.dtype == prng.KEY:              # a region's key parameter: its data
-                outs = (b.input(prng.physical_shape(o.shape), np.uint32),)
+            if prng.is_key(o.dtype):             # a region's key parameter: its data
+                outs = (b.input(prng.physical_shape(o.shape, o.dtype), np.uint32),)
                 prng.mark_key_data(outs[0])
             else:
                 outs = copy_node(b, n, ins)
@@ -109,57 +111,84 @@ def _rebuild(graph):
 
 
 def _touches_keys(n):
-    return any(v.dtype == prng.KEY for v in (*n.inputs, *n.outputs))
+    return any(prng.is_key(v.dtype) for v in (*n.inputs, *n.outputs))
+
+
+def _kd(n):
+    """The key dtype `n` moves or uses."""
+    return next(v.dtype for v in (*n.inputs, *n.outputs) if prng.is_key(v.dtype))
+
+
+def _ks(n):
+    """The shape of one key's data for node `n`."""
+    return prng.key_shape(_kd(n))
 
 
 def _same(b, n, *ins, **attrs):
     return b.add(n.kind, ins, {**n.attrs, **attrs})
 
 
+def _trailing(n, start):
+    """The axes of the key data after `start` leading (logical) axes."""
+    return tuple(range(start, start + len(_ks(n))))
+
+
 def _where(b, n, p, x, y):
     if p.ndim:
-        p = b.reshape(p, p.shape + (1,))
+        p = b.reshape(p, p.shape + (1,) * len(_ks(n)))
     return b.add(K.Where, (p, x, y))
 
 
+def _zeros(n, starts):
+    return (np.zeros((), starts[0].dtype if starts else np.int32),) * len(_ks(n))
+
+
 def _dynamic_slice(b, n, x, *starts):
-    zero = b.const(np.zeros((), starts[0].dtype if starts else np.int32))
-    return b.add(K.DynamicSlice, (x, *starts, zero), {"sizes": n.attrs["sizes"] + (2,)})
+    zeros = [b.const(z) for z in _zeros(n, starts)]
+    return b.add(K.DynamicSlice, (x, *starts, *zeros), {"sizes": n.attrs["sizes"] + _ks(n)})
 
 
 def _dynamic_update_slice(b, n, x, u, *starts):
-    zero = b.const(np.zeros((), starts[0].dtype if starts else np.int32))
-    return b.add(K.DynamicUpdateSlice, (x, u, *starts, zero))
+    zeros = [b.const(z) for z in _zeros(n, starts)]
+    return b.add(K.DynamicUpdateSlice, (x, u, *starts, *zeros))
 
 
 def _gather(b, n, x, idx):
     dn = n.attrs["dimension_numbers"]
-    dn = dn._replace(offset_dims=tuple(dn.offset_dims) + (n.out.ndim,))
+    dn = dn._replace(offset_dims=tuple(dn.offset_dims) + _trailing(n, n.out.ndim))
     return _same(b, n, x, idx, dimension_numbers=dn,
-                 slice_sizes=tuple(n.attrs["slice_sizes"]) + (2,))
+                 slice_sizes=tuple(n.attrs["slice_sizes"]) + _ks(n))
 
 
 def _scatter(b, n, x, idx, upd):
     dn = n.attrs["dimension_numbers"]
-    dn = dn._replace(update_window_dims=tuple(dn.update_window_dims) + (n.inputs[2].ndim,))
+    dn = dn._replace(update_window_dims=tuple(dn.update_window_dims)
+                     + _trailing(n, n.inputs[2].ndim))
     return _same(b, n, x, idx, upd, dimension_numbers=dn)
+
+
+def _key_fn(fn):
+    """A Random* kind's rule: `fn` of ir/prng.py on the data, for the node's key dtype."""
+    return lambda b, n, *ins: inline(b, fn, list(ins), dtype=_kd(n),
+                                     **{k: v for k, v in n.attrs.items() if k != "key_dtype"})
 
 
 RULES = {
     K.RandomWrap: lambda b, n, x: x,
     K.RandomUnwrap: lambda b, n, k: k,
-    K.RandomBits: lambda b, n, k: inline(b, prng.bits, [k], **n.attrs),
-    K.RandomSplit: lambda b, n, k: inline(b, prng.split, [k], **n.attrs),
-    K.RandomFoldIn: lambda b, n, k, m: inline(b, prng.fold_in, [k, m]),
-    K.RandomSeed: lambda b, n, s: inline(b, prng.seed, [s]),
-    K.RandomGamma: lambda b, n, k, a: inline(b, prng.gamma, [k, a], **n.attrs),
-    K.Reshape: lambda b, n, x: b.reshape(x, n.attrs["shape"] + (2,)),
-    K.Expand: lambda b, n, x: b.expand(x, n.attrs["shape"] + (2,),
-                                       n.attrs["dims"] + (len(n.attrs["shape"]),)),
-    K.Transpose: lambda b, n, x: b.transpose(x, n.attrs["perm"] + (x.ndim - 1,)),
-    K.Slice: lambda b, n, x: _same(b, n, x, start=n.attrs["start"] + (0,),
-                                   limit=n.attrs["limit"] + (2,),
-                                   strides=n.attrs["strides"] + (1,)),
+    K.RandomBits: _key_fn(prng.bits),
+    K.RandomSplit: _key_fn(prng.split),
+    K.RandomFoldIn: _key_fn(prng.fold_in),
+    K.RandomSeed: _key_fn(prng.seed),
+    K.RandomGamma: _key_fn(prng.gamma),
+    K.Reshape: lambda b, n, x: b.reshape(x, n.attrs["shape"] + _ks(n)),
+    K.Expand: lambda b, n, x: b.expand(x, n.attrs["shape"] + _ks(n),
+                                       n.attrs["dims"] + _trailing(n, len(n.attrs["shape"]))),
+    K.Transpose: lambda b, n, x: b.transpose(
+        x, n.attrs["perm"] + _trailing(n, len(n.attrs["perm"]))),
+    K.Slice: lambda b, n, x: _same(b, n, x, start=n.attrs["start"] + (0,) * len(_ks(n)),
+                                   limit=n.attrs["limit"] + _ks(n),
+                                   strides=n.attrs["strides"] + (1,) * len(_ks(n))),
     K.Concat: lambda b, n, *xs: _same(b, n, *xs),
     K.Reverse: lambda b, n, x: _same(b, n, x),
     K.Where: _where,
