@@ -13,7 +13,7 @@ import jax
 
 from . import options as _options
 from . import debug_checks, distributed, interop, stages, transforms
-from .arguments import (TracedArgument, function_name, key_boundary, leaf_names,
+from .arguments import (TracedArgument, function_name, static_args, key_boundary, leaf_names,
                         leaf_signature, output_names, raise_unhashable, weak_types,
                         with_weak_types)
 from .backends.base import all_backends, available_backends, get_backend
@@ -163,12 +163,8 @@ class Jitted:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):
             self._sig = None
-        nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-        names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-        params = list(self._sig.parameters) if self._sig else []
-        nums = set(nums) | {params.index(n) for n in names if n in params}
-        names = set(names) | {params[i] for i in nums if 0 <= i < len(params)}
-        self.static_argnums, self.static_argnames = frozenset(nums), frozenset(names)
+        self.static_argnums, self.static_argnames = static_args(
+            self._sig, static_argnums, static_argnames)
         self._cache, self._functions = {}, {}
         self._lock = threading.Lock()
         self._backend = None

@@ -76,6 +76,19 @@ def leaf_signature(x, path, x64=False):
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
 
 
+def static_args(sig, static_argnums, static_argnames):
+    """(positions, names) of the static arguments, as frozensets: each named also by the other
+    where `sig` (the function's inspect.Signature, or None) tells; None means none, as in
+    jax.jit."""
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums or ())
+    names = (static_argnames,) if isinstance(static_argnames, str) \
+        else tuple(static_argnames or ())
+    params = list(sig.parameters) if sig else []
+    nums = set(nums) | {params.index(n) for n in names if n in params}
+    names = set(names) | {params[i] for i in nums if 0 <= i < len(params)}
+    return frozenset(nums), frozenset(names)
+
+
 def function_name(fun):
     """The name a jitted function goes by: its __name__, `partial(<name>)`, or its type's."""
     name = getattr(fun, "__name__", None)

@@ -136,6 +136,18 @@ def test_partial_and_callable_objects(backend):
     assert k.__name__ == "Call"
 
 
+def test_static_args_none_means_none_as_in_jax_jit():
+    """jax.jit(f, static_argnums=None, static_argnames=None) (JAX's tests pass None): no static
+    argument; a name given still marks its position static."""
+    f = lambda x, n: x * n  # noqa: E731
+    j = rlx_jax.jit(f, backend="xla", static_argnums=None, static_argnames=None)
+    _close(j(X, 3.0), jax.jit(f, static_argnums=None, static_argnames=None)(X, 3.0))
+    assert j.static_argnums == frozenset() and j.static_argnames == frozenset()
+    k = rlx_jax.jit(f, backend="xla", static_argnums=None, static_argnames="n")
+    assert k.static_argnums == {1} and k.static_argnames == {"n"}
+    _close(k(X, n=2), X * 2)
+
+
 def test_unhashable_static_numpy_array_says_what_jax_says():
     j = rlx_jax.jit(lambda x, s: x * s.sum(), backend="xla", static_argnums=1)
     with pytest.raises(BadArgumentError, match="Non-hashable static arguments are not supported"
