@@ -100,6 +100,14 @@ def test_rng_bit_generator_three_fry_is_refused_by_name(backend):
         rlx_jax.jit(fn, backend=backend)(jnp.asarray(KEYS[0], jnp.uint32))
 
 
+def test_rng_bit_generator_beyond_the_block_counter_is_refused(backend):
+    """More than 2**34 words in one draw would wrap the uint32 block index: refused by name
+    (tracing only: nothing of that size is built)."""
+    fn = lambda k: lax.rng_bit_generator(k, (2 ** 17, 2 ** 17 + 1), dtype="uint32")  # noqa: E731
+    with pytest.raises(errors.UnsupportedPrimitiveError, match="in one draw is not supported"):
+        rlx_jax.jit(fn, backend=backend).lower(jnp.asarray(KEYS[0], jnp.uint32))
+
+
 # ---- keys of every implementation -------------------------------------------------------------
 _MORE = {
     "vmap_uniform": lambda k, dt, sh: jax.vmap(lambda q: R.uniform(q, (3,), dt))(R.split(k, 4)),

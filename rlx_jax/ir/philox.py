@@ -25,6 +25,7 @@ import numpy as np
 M0, M1 = 0xD2511F53, 0xCD9E8D57          # Philox4x32 multipliers
 W0, W1 = 0x9E3779B9, 0xBB67AE85          # key schedule (Weyl) increments
 ROUNDS = 10
+MAX_WORDS = 4 * 2 ** 32                  # the block index j is a uint32 (frontend rule checks)
 
 
 def _u32(v):

@@ -76,7 +76,13 @@ def _rng_bit_generator(ctx, key, *, shape, dtype, algorithm, out_sharding=None):
         return ctx.unsupported(
             f"rng_bit_generator with {algorithm.name} is not supported: rlx_jax computes "
             f"RNG_DEFAULT and RNG_PHILOX (XLA's Philox4x32-10); pass one of those")
-    fn = functools.partial(philox.rng_bit_generator, shape=tuple(int(d) for d in shape),
-                           dtype=np.dtype(dtype))
+    shape = tuple(int(d) for d in shape)
+    words = int(np.prod(shape, dtype=np.int64)) * (2 if np.dtype(dtype) == np.uint64 else 1)
+    if words > philox.MAX_WORDS:
+        return ctx.unsupported(
+            f"rng_bit_generator of {words} 32-bit words in one draw is not supported (at most "
+            f"{philox.MAX_WORDS}: Philox's block counter is uint32 here); draw in pieces "
+            f"(jax.random.split the key)")
+    fn = functools.partial(philox.rng_bit_generator, shape=shape, dtype=np.dtype(dtype))
     closed = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct(key.shape, key.dtype))
     return ctx.translate(closed, [key])
