@@ -17,6 +17,10 @@ LOCATIONS = {
     "prng": ("jax._src.random.prng", "jax._src.prng"),
     "random_core": ("jax._src.random.core", "jax._src.random"),
     "array": ("jax._src.array",),     # ArrayImpl (arguments.py: a result's weak type)
+    "config": ("jax._src.config",),   # threefry_partitionable as a context (ir/prng.py)
+    "source_info": ("jax._src.source_info_util",),   # an eqn's user frame (frontend/trace.py)
+    "windowed_reductions": ("jax._src.lax.windowed_reductions",),   # ir/reference.py
+    "linalg": ("jax._src.lax.linalg",),                             # ir/reference_linalg.py
 }
 
 

@@ -112,6 +112,22 @@ def test_no_private_imports():
                        + "\n  ".join(found))
 
 
+# ---- JAX's private modules only through jax_internals.py ----
+
+# rlx_jax.conformance runs JAX's own test files and patches their machinery (jax._src.api,
+# test_util, pjit) by design; everything else reads JAX's internals through one module, which
+# knows where each supported release keeps them
+JAX_PRIVATE_OK = ("rlx_jax.jax_internals", "rlx_jax.conformance")
+
+
+def test_jax_private_modules_only_through_jax_internals():
+    found = [f"{_rel(path)}:{line}: {target}" for module, path in sorted(SOURCES.items())
+             if not module.startswith(JAX_PRIVATE_OK)
+             for line, target, _ in _imports(module) if target.startswith("jax._src")]
+    assert not found, ("modules importing jax._src directly (use jax_internals.module):\n  "
+                       + "\n  ".join(found))
+
+
 # ---- no import cycles ----
 
 def _import_graph():

@@ -11,7 +11,6 @@ import os
 
 import jax
 import numpy as np
-from jax._src import source_info_util
 from jax.extend import core as jcore
 
 from ..errors import RlxError, UnsupportedPrimitiveError
@@ -20,11 +19,14 @@ from ..ir.graph import Builder, Graph, Value
 from ..ir.host import HostParams
 from ..ir.ops import OpKind
 from ..ir.rewrite import dce
+from ..jax_internals import module
 from ..numpy_rules import with_own_numpy_rules
 from ..transforms import tracing
 from .rules import JAXPR_RULES, REFUSED, UNSUPPORTED
 
+
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+source_info_util = module("source_info")
 source_info_util.register_exclusion(_PKG_DIR)
 
 # call-like primitives and the param holding their body

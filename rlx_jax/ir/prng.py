@@ -24,12 +24,12 @@ them, so the two cannot disagree. rbg's bits come from `lax.rng_bit_generator`
 """
 import jax
 import numpy as np
-from jax._src import config as _config
 
 from ..jax_internals import module
 from .ops import OpKind
 
 _random_core, _prng, _fry = module("random_core"), module("prng"), module("threefry")
+_config = module("config")
 
 IMPL = "threefry2x32"
 threefry2x32_p = _fry.threefry2x32_p

@@ -11,16 +11,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src.lax import windowed_reductions as _wr
 
 from . import host, prng
 from .reference_collectives import COLLECTIVE_REFERENCE
 from .reference_linalg import LINALG_REFERENCE
 from .reference_optim import OPTIM_REFERENCE
 from .interpret import interpret, rule_table
+from ..jax_internals import module
 from .ops import OpKind as K
 
 REFERENCE, reference = rule_table("REFERENCE")
+_wr = module("windowed_reductions")
 
 
 def evaluate(node, *operands):

@@ -7,9 +7,10 @@ Given / Result (`jnp.linalg.svd(a)`):
     -> svd_p.bind(a, full_matrices=True, compute_uv=True, ...): (s, u, vt), the primitive's order
 """
 from jax import lax
-from jax._src.lax import linalg as _linalg
-
+from ..jax_internals import module
 from .ops import OpKind as K
+
+_linalg = module("linalg")
 
 # fft_type attribute (a string, so every backend reads it without JAX) -> lax.FftType
 FFT_TYPES = {"fft": lax.FftType.FFT, "ifft": lax.FftType.IFFT, "rfft": lax.FftType.RFFT,
