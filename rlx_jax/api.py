@@ -17,7 +17,6 @@ from .arguments import (TracedArgument, function_name, static_args, key_boundary
                         leaf_signature, output_names, raise_unhashable, weak_types,
                         with_weak_types)
 from .backends.base import all_backends, available_backends, get_backend
-from .backends.coreml.range_fallback import host_for_range
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
 from .ir import prng
@@ -66,12 +65,9 @@ class Lowered:
                 f"'{self.name}' runs in {len(self._placement.segments)} segments (some on the "
                 f"host); its backend program is per segment: see Lowered.placement()")
         if self._backend_program is None:
-            build = getattr(self.backend, "build_program", None)
-            if build is None:
-                raise BadArgumentError(
-                    f"backend '{self.backend.name}' has no backend-level program; use level='ir'")
             opts = {k: v for k, v in self.options.items() if k != "output"}
-            self._backend_program = build(self.legalized, name=self.name, **opts)
+            self._backend_program = self.backend.build_program(self.legalized, name=self.name,
+                                                               **opts)
         return self._backend_program
 
     @with_own_numpy_rules
@@ -85,7 +81,7 @@ class Lowered:
             exe = PartitionedExecutable(self._placement, self.name, opts,
                                         self.options.get("output", _options.DEFAULT_OUTPUT))
         self.timings["lower"] = time.perf_counter() - t0
-        exe = host_for_range(exe, self)      # Core ML: integer arguments beyond int32
+        exe = self.backend.wrap_executable(exe, self)
         compiled = Compiled(exe, self, self.options.get("output", _options.DEFAULT_OUTPUT))
         for recorder in RECORDERS:           # testing.recorded_programs()
             recorder.append(compiled)

@@ -72,7 +72,7 @@ def cell(backend, kind, decomps, partial=()):
         return "native"
     if kind in backend.NATIVE_BACKWARD_OPS:
         return "native backward"
-    if kind in getattr(backend, "REWRITTEN_OPS", ()):
+    if kind in backend.REWRITTEN_OPS:
         return "rewritten"
     if kind in decomps:
         return "partly decomposed" if kind in partial else "decomposed"

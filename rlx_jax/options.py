@@ -122,12 +122,10 @@ def check_options(backend_name, options, backends):
         raise BadArgumentError(
             f"{where}: option(s) {unknown} belong to another backend; "
             f"{_accepted(backend_name, backends)}")
-    check = getattr(backend, "check_options", None)
-    if check is not None:
-        try:
-            check(own)
-        except BadArgumentError as e:
-            raise BadArgumentError(f"rlx_jax.jit(backend={backend_name!r}): {e}") from None
+    try:
+        backend.check_options(own)
+    except BadArgumentError as e:
+        raise BadArgumentError(f"rlx_jax.jit(backend={backend_name!r}): {e}") from None
 
 
 def _named(owners):

@@ -95,9 +95,7 @@ def _fmt_bytes(n):
 def host_nodes(graph, backend, keep, options=None):
     """{id(node): reason} of the top-level nodes of legalized `graph` that must run on the host."""
     host = unclaimed(graph, keep)
-    check = getattr(backend, "host_reasons", None)
-    if check is not None:
-        host.update(check(graph, host, **(options or {})))
+    host.update(backend.host_reasons(graph, host, **(options or {})))
     return host
 
 
@@ -109,12 +107,11 @@ def place(graph, backend, native_backward=True, fallback="host", options=None):
     rules (numpy_rules.py), as everything rlx_jax builds."""
     from .backends.base import kept_kinds
     keep = kept_kinds(backend, native_backward)
-    prepare = getattr(backend, "prepare", None)
-    # `prepare` may rewrite nodes legalization leaves unclaimed (Core ML: complex values as
-    # float32 pairs); with fallback="error", `plan` refuses whatever is left after it
+    # `prepare` may rewrite nodes legalization leaves unclaimed (Core ML's REWRITTEN_OPS:
+    # complex values as float32 pairs); with fallback="error", `plan` refuses what is left
     legal = legalize(graph, keep, backend=backend.name,
-                     fallback="host" if prepare is not None else fallback)
-    legal = prepare(legal) if prepare is not None else legal
+                     fallback="host" if backend.REWRITTEN_OPS else fallback)
+    legal = backend.prepare(legal)
     return plan(legal, backend, keep, fallback, options)
 
 
@@ -133,10 +130,9 @@ def _bound_reads(graph, backend, segments):
     """A device segment's integer Inputs carry the bounds the whole graph proves for the values
     they stand for (`Backend.value_bounds`, Core ML's interval analysis), so the segment is
     lowered knowing what the whole program knew."""
-    value_bounds = getattr(backend, "value_bounds", None)
-    if value_bounds is None:
+    bounds = backend.value_bounds(graph)
+    if bounds is None:
         return
-    bounds = value_bounds(graph)
     for s in segments:
         if s.placement != DEVICE:
             continue

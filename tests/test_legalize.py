@@ -9,7 +9,8 @@ import pytest
 
 import rlx_jax
 from rlx_jax.backends import supports
-from rlx_jax.backends.base import all_backends, kept_kinds
+from rlx_jax.backends.base import (Backend, all_backends, kept_kinds, register_backend,
+                                   unregister_backend)
 from rlx_jax.errors import LegalizationError, LoweringError
 from rlx_jax.ir.graph import Builder
 from rlx_jax.ir.ops import BACKWARD, PRIMITIVE, OpKind as K
@@ -20,7 +21,7 @@ from .conftest import BACKENDS
 F32 = np.float32
 
 
-class FakeBackend:
+class FakeBackend(Backend):
     """A backend that only has claim tables."""
 
     def __init__(self, supported=(), native_backward=(), backward=()):
@@ -237,3 +238,37 @@ def test_probe_accepts_claimed_backward_and_decomposable_kinds():
         legalize(b.graph, kept_kinds(listed))
     assert supports("xla", graph) and supports("xla", b.graph)
     assert rlx_jax.backends.supports("xla", rms_graph())
+
+
+class MinimalBackend(Backend):
+    """A new backend as the README describes it: a name, a claim table, rules and lower; it
+    runs Binary / Activation / DotGeneral (and what decomposes into them) through the xla
+    backend's rules, every other hook left at Backend's default."""
+    name = "rlx_test_minimal"
+    SUPPORTED_OPS = frozenset({K.Binary, K.Activation, K.DotGeneral, K.Reduce, K.Reshape,
+                               K.Expand, K.Transpose, K.Compare, K.Where, K.Cast})
+
+    def rules(self):
+        return all_backends()["xla"].rules()
+
+    def lower(self, graph, name=None, **options):
+        return all_backends()["xla"].lower(graph)
+
+
+def test_a_backend_is_one_subclass_of_backend():
+    """Subclassing Backend is all a backend needs: jit places, legalizes (softmax decomposed:
+    it is not claimed) and runs it, equal to jax.jit."""
+    register_backend(MinimalBackend())
+    try:
+        f = lambda w, x: jax.nn.softmax(jnp.tanh(x @ w), axis=-1)  # noqa: E731
+        w, x = np.ones((3, 4), np.float32) / 3, np.arange(6, dtype=np.float32).reshape(2, 3)
+        low = rlx_jax.jit(f, backend="rlx_test_minimal").lower(w, x)
+        assert set(low.op_counts()) <= {k.name for k in MinimalBackend.SUPPORTED_OPS}
+        assert "Softmax" not in low.op_counts()
+        np.testing.assert_allclose(np.asarray(low.compile()(w, x)), jax.jit(f)(w, x),
+                                   rtol=1e-6)
+        with pytest.raises(rlx_jax.errors.BadArgumentError, match="no backend-level program"):
+            low.op_counts("backend")
+    finally:
+        unregister_backend("rlx_test_minimal")
+    assert "rlx_test_minimal" not in all_backends()

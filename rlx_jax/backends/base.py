@@ -1,13 +1,74 @@
-"""Backend protocol and registry.
+"""The backend interface (`Backend`) and registry.
 
-A backend has a `name`, `available()` (can it run here), its claim tables (`claims`: the
-SUPPORTED_OPS / NATIVE_BACKWARD_OPS sets) and `lower(graph, **options) -> Executable`, where an
-Executable is a callable taking one array per graph input and returning a list of outputs.
+A backend is one subclass of `Backend`: a `name`, its claim tables, `rules()` and
+`lower(graph, **options) -> Executable` (a callable taking one array per graph input and
+returning a list of outputs); every other hook is declared here with the default that means
+"nothing special", so the rest of rlx_jax calls hooks, never probes for them.
 
 Backends register themselves when their package is imported; the `rlx_jax.backends` package
 imports every one of them, so the registry is complete as soon as this module is importable.
 """
 from ..errors import BackendUnavailableError, BadArgumentError
+
+class Backend:
+    """What a backend is. Subclass it, set `name` and the claim tables, implement `rules` and
+    `lower`, and override the hooks it needs."""
+    name = None
+    SUPPORTED_OPS = frozenset()          # kinds lowered natively
+    NATIVE_BACKWARD_OPS = frozenset()    # backward kinds lowered natively (training)
+    BACKWARD_OPS = frozenset()           # backward kinds run only by decomposition
+    CLAIM_PREDICATES = {}                # {kind: fn(node) -> bool}: a claim on some nodes only
+    REWRITTEN_OPS = frozenset()          # kinds no rule lowers that `prepare` rewrites
+    options = ()                         # the jit options of this backend alone
+
+    def available(self):
+        """Whether the backend can run on this machine."""
+        return True
+
+    def unavailable_reason(self):
+        """Why not, when `available()` is False."""
+        return ""
+
+    def rules(self):
+        """The lowering table (OpKind -> rule)."""
+        raise NotImplementedError(f"backend {self.name!r} has no lowering table")
+
+    def lower(self, graph, name=None, **options):
+        """The Executable of a legalized graph that runs whole on the device."""
+        raise NotImplementedError(f"backend {self.name!r} does not lower graphs")
+
+    def prepare(self, graph):
+        """The legalized graph as it will be lowered (Core ML: complex values as float32
+        pairs, ranks <= 5); placement runs it before looking for host ops."""
+        return graph
+
+    def host_reasons(self, graph, known, **options):
+        """{id(node): reason} of the top-level nodes of `graph` that must run on the host,
+        beyond `known` (the unclaimed ones)."""
+        return {}
+
+    def value_bounds(self, graph):
+        """{value id: (lo, hi)} proven for integer values, given to device segments' Inputs;
+        None: the backend proves none."""
+        return None
+
+    def check_options(self, options):
+        """Raises BadArgumentError for a bad value of one of this backend's `options`."""
+
+    def output_converter(self, output):
+        """outs -> outs for jit's `output` option (None: the results as they are)."""
+        return None
+
+    def build_program(self, graph, name=None, **options):
+        """The backend-level program (`Lowered.op_counts("backend")`, `as_text("backend")`)."""
+        raise BadArgumentError(f"backend '{self.name}' has no backend-level program; use "
+                               f"level='ir'")
+
+    def wrap_executable(self, executable, lowered):
+        """The executable jit calls (Core ML: a host run for integer arguments beyond int32
+        under fallback="host")."""
+        return executable
+
 
 _BACKENDS = {}
 AUTO_ORDER = ("mlx", "coreml", "xla")
@@ -18,6 +79,11 @@ def register_backend(backend):
         raise KeyError(f"duplicate backend {backend.name}")
     _BACKENDS[backend.name] = backend
     return backend
+
+
+def unregister_backend(name):
+    """Removes backend `name` from the registry (a backend a test or a plugin added)."""
+    _BACKENDS.pop(name)
 
 
 def all_backends():
@@ -40,7 +106,7 @@ def kept_kinds(backend, native_backward=True):
     keep -= frozenset(backend.BACKWARD_OPS) - frozenset(backend.NATIVE_BACKWARD_OPS)
     if not native_backward:
         keep -= BACKWARD
-    return Claims(keep, getattr(backend, "CLAIM_PREDICATES", None))
+    return Claims(keep, backend.CLAIM_PREDICATES)
 
 
 class Claims(frozenset):

@@ -2,6 +2,7 @@
 import time
 
 from ...errors import RefusalError
+from ..base import Backend
 from . import claims, package, package_cache
 from .mil import MIL_RULES, build_program as _build, io_names, load_families
 from .empty import FoldedExecutable, NoProgram, fold_empty
@@ -48,7 +49,7 @@ def _to_jax(outs):
     return [jax.device_put(o) for o in outs]
 
 
-class CoremlBackend:
+class CoremlBackend(Backend):
     name = "coreml"
     SUPPORTED_OPS = claims.SUPPORTED_OPS
     NATIVE_BACKWARD_OPS = claims.NATIVE_BACKWARD_OPS
@@ -113,6 +114,12 @@ class CoremlBackend:
         if folded.graph is None:
             return NoProgram(folded)
         return build(folded.graph, package.Options(**folded.options(options)))
+
+    def wrap_executable(self, executable, lowered):
+        """With fallback="host", a call whose integer arguments Core ML cannot hold runs on
+        the host (range_fallback.py)."""
+        from .range_fallback import host_for_range
+        return host_for_range(executable, lowered)
 
     def package_path(self, graph, options):
         return package.entry_path(graph.name, package.graph_hash(graph, options))

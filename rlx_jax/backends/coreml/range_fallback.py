@@ -13,7 +13,7 @@ from ...errors import ArgumentRangeError
 def host_for_range(executable, lowered):
     """`executable` as a Core ML program with fallback="host" runs it (HostForRange), else as
     it is."""
-    if lowered.backend.name == "coreml" and lowered.fallback == "host":
+    if lowered.fallback == "host":
         return HostForRange(executable, lowered)
     return executable
 

@@ -5,7 +5,7 @@ Runs on Metal on macOS and on the CPU on Linux (`mlx[cpu]`). Its own option (giv
 are `mx.array`s (`output="native"`).
 """
 from ...errors import BadArgumentError
-from ..base import register_backend
+from ..base import Backend, register_backend
 from . import claims
 
 try:
@@ -16,7 +16,7 @@ except Exception as e:  # noqa: BLE001 - any import failure makes the backend un
                     f"install `mlx` (macOS) or `mlx[cpu]` (Linux)"
 
 
-class MlxBackend:
+class MlxBackend(Backend):
     name = "mlx"
     SUPPORTED_OPS = claims.SUPPORTED_OPS
     NATIVE_BACKWARD_OPS = claims.NATIVE_BACKWARD_OPS

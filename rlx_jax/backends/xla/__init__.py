@@ -12,7 +12,7 @@ from ...ir.interpret import interpret, where
 from ...ir.ops import COLLECTIVES, CONTROL, HOST_ONLY, PRIMITIVE, OpKind
 from ...ir.reference import evaluate
 from ...numpy_rules import own_numpy_rules
-from ..base import register_backend
+from ..base import Backend, register_backend
 
 
 def _run(ctx, node, *operands):
@@ -40,18 +40,9 @@ def _to_numpy(outs):
     return [np.asarray(o) for o in outs]
 
 
-class XlaBackend:
+class XlaBackend(Backend):
     name = "xla"
     SUPPORTED_OPS = PRIMITIVE | CONTROL | HOST_ONLY
-    NATIVE_BACKWARD_OPS = frozenset()
-    BACKWARD_OPS = frozenset()
-    options = ()
-
-    def available(self):
-        return True
-
-    def unavailable_reason(self):
-        return ""
 
     def rules(self):
         """The lowering table (OpKind -> rule)."""
