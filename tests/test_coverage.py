@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rlx_jax import coverage
-from rlx_jax.backends.base import all_backends
+from rlx_jax.backends import claims
+from rlx_jax.backends.base import all_backends, kept_kinds
 from rlx_jax.frontend.rules import JAXPR_RULES, UNSUPPORTED
 from rlx_jax.frontend.trace import CALL_PARAMS
 from rlx_jax.ir.ops import BACKWARD, FORWARD, OpKind as K
@@ -256,3 +257,20 @@ def test_claims_match_rules(name):
         assert FORWARD <= supported, name
     # every native high-level / backward kind has a single-node case (tests/nn_cases.py)
     assert native <= {c.kind for c in KIND_CASES}, name
+
+
+@pytest.mark.parametrize("name", sorted(all_backends()))
+def test_claims_prints_the_seed_style_tables(name):
+    """rlx_jax.backends.claims(name): the four seed tables and the predicated kinds, from the
+    backend class; legalization keeps exactly SUPPORTED_OPS_TRAINING minus decomposed-only
+    backward kinds."""
+    b, t = all_backends()[name], claims(name)
+    assert t.SUPPORTED_OPS == b.SUPPORTED_OPS and t.BACKWARD_OPS == b.BACKWARD_OPS
+    assert t.SUPPORTED_OPS_TRAINING == b.SUPPORTED_OPS | b.NATIVE_BACKWARD_OPS
+    assert set(kept_kinds(b)) == t.SUPPORTED_OPS_TRAINING - (t.BACKWARD_OPS
+                                                              - t.NATIVE_BACKWARD_OPS)
+    text = str(t)
+    for field in ("SUPPORTED_OPS", "NATIVE_BACKWARD_OPS", "BACKWARD_OPS"):
+        line = next(ln for ln in text.splitlines() if ln.startswith(field + " ("))
+        assert line.startswith(f"{field} ({len(getattr(t, field))}):"), line
+        assert all(k.name in line for k in getattr(t, field)), line

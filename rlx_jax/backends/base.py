@@ -8,6 +8,8 @@ returning a list of outputs); every other hook is declared here with the default
 Backends register themselves when their package is imported; the `rlx_jax.backends` package
 imports every one of them, so the registry is complete as soon as this module is importable.
 """
+import collections
+
 from ..errors import BackendUnavailableError, BadArgumentError
 
 class Backend:
@@ -137,3 +139,23 @@ def get_backend(name):
             f"backend {name!r} is not available here: {b.unavailable_reason()}. "
             f"Available: {available_backends()}")
     return b
+
+
+class ClaimTables(collections.namedtuple("ClaimTables", (
+        "backend", "SUPPORTED_OPS", "NATIVE_BACKWARD_OPS", "BACKWARD_OPS",
+        "SUPPORTED_OPS_TRAINING", "CLAIM_PREDICATES"))):
+    """A backend's claim tables as the RLX seeds spell them; SUPPORTED_OPS_TRAINING is
+    SUPPORTED_OPS ∪ NATIVE_BACKWARD_OPS, CLAIM_PREDICATES the kinds claimed on some nodes."""
+
+    @classmethod
+    def of(cls, backend):
+        s, nb = frozenset(backend.SUPPORTED_OPS), frozenset(backend.NATIVE_BACKWARD_OPS)
+        return cls(backend.name, s, nb, frozenset(backend.BACKWARD_OPS), s | nb,
+                   frozenset(backend.CLAIM_PREDICATES))
+
+    def __str__(self):
+        lines = [f"claim tables of backend {self.backend!r}"]
+        for field in self._fields[1:]:
+            kinds = sorted(k.name for k in getattr(self, field))
+            lines.append(f"{field} ({len(kinds)}): {', '.join(kinds) or '-'}")
+        return "\n".join(lines)

@@ -252,7 +252,7 @@ COLLECTIVES = frozenset({OpKind.AllReduce, OpKind.AllGather, OpKind.ReduceScatte
                          OpKind.AxisIndex, OpKind.Ppermute})
 
 # JAX's randomness (rlx_jax extensions): the kinds on typed keys (dtype ir.prng.KEY), which
-# passes/keys.py rewrites to physical uint32 data for backends that do not claim them, and
+# passes/decompose/keys.py rewrites to physical uint32 data for backends that do not claim them, and
 # ThreeFry2x32, the hash they all come down to (decomposed into uint32 add/xor/shift/or).
 KEY_KINDS = frozenset({
     OpKind.RandomSeed, OpKind.RandomWrap, OpKind.RandomUnwrap, OpKind.RandomBits,

@@ -144,7 +144,7 @@ def seed(seeds, *, dtype=KEY):
 
 def gamma(data, a, *, dtype=KEY, log_space):
     """random_gamma of the keys whose data is `data`, as JAX lowers it (vmapped rejection
-    sampling: While loops on typed keys, which passes/keys.py physicalizes in turn)."""
+    sampling: While loops on typed keys, which passes/decompose/keys.py physicalizes in turn)."""
     return _random_core._gamma_impl(wrap(data, dtype), a, log_space=log_space, use_vmap=True)
 
 
