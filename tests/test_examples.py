@@ -10,6 +10,8 @@ from rlx_jax.ir.ops import OpKind
 
 from .conftest import BACKENDS
 
+pytestmark = pytest.mark.extended   # the 'extended tests' CI step (pyproject.toml)
+
 # the backends that lower control flow (the others refuse it: tests/test_control.py)
 CONTROL_FLOW_BACKENDS = [b for b in BACKENDS if OpKind.Scan in get_backend(b).SUPPORTED_OPS]
 

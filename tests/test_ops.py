@@ -106,7 +106,13 @@ FAST_OPTIONS = {"mlx": {"compile": False}}
 COMPILED_EVERY = 8
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# The default run checks the table on xla; mlx and coreml run it in the 'extended tests' step
+# (and a sample of every COMPILED_EVERY-th case compiled, below, in the default run).
+_TABLE_BACKENDS = [b if b == "xla" else pytest.param(b, marks=pytest.mark.extended)
+                   for b in BACKENDS]
+
+
+@pytest.mark.parametrize("backend", _TABLE_BACKENDS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_op(case, backend):
     check_case(case, backend, **FAST_OPTIONS.get(backend, {}))

@@ -13,6 +13,8 @@ from jax import lax
 
 import rlx_jax
 
+pytestmark = pytest.mark.extended   # the 'extended tests' CI step (pyproject.toml)
+
 BACKENDS = rlx_jax.available_backends()
 GDN, SDN = lax.GatherDimensionNumbers, lax.ScatterDimensionNumbers
 

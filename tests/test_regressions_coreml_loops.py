@@ -8,6 +8,8 @@ from jax import lax
 import rlx_jax
 from .test_regressions_coreml import check
 
+pytestmark = pytest.mark.extended   # the 'extended tests' CI step (pyproject.toml)
+
 BACKENDS = rlx_jax.available_backends()
 
 

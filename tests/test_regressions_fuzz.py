@@ -15,6 +15,8 @@ import rlx_jax
 
 from .divergences import skip_dtype
 
+pytestmark = pytest.mark.extended   # the 'extended tests' CI step (pyproject.toml)
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 

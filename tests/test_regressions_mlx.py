@@ -17,6 +17,8 @@ from jax import lax
 import rlx_jax
 from .where_ran import expect_host
 
+pytestmark = pytest.mark.extended   # the 'extended tests' CI step (pyproject.toml)
+
 R = np.random.RandomState(0)
 BACKENDS = rlx_jax.available_backends()
 

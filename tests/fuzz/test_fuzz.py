@@ -119,6 +119,7 @@ def _assert_clean(summary, report, backend):
         f"{MAX_REFUSED_SHARE:.0%}): {report[:3000]}")
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_short_fuzz_run(backend, tmp_path):
     summary, report = _run_cli(backend, SHORT_COUNT, SHORT_SEED, SHORT_MAX_OPS, tmp_path, 900)
