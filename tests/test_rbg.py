@@ -28,7 +28,8 @@ _fry, _prng = module("threefry"), module("prng")
 # A custom implementation (our own, for the test): two threefry keys per key, bits the xor of
 # both streams, split and fold_in on both halves.
 def _pair_seed(seed):
-    return jnp.stack([_fry.threefry_seed(seed), _fry.threefry_seed(seed ^ jnp.asarray(5, seed.dtype))])
+    other = seed ^ jnp.asarray(5, seed.dtype)
+    return jnp.stack([_fry.threefry_seed(seed), _fry.threefry_seed(other)])
 
 
 def _pair_bits(key, bit_width, shape):

@@ -12,6 +12,7 @@ import collections
 
 from ..errors import BackendUnavailableError, BadArgumentError
 
+
 class Backend:
     """What a backend is. Subclass it, set `name` and the claim tables, implement `rules` and
     `lower`, and override the hooks it needs."""

@@ -258,7 +258,8 @@ def translate(closed_jaxpr, b, operands):
 
 def boundary_input(b, aval):
     """The graph Input for a jaxpr invar: typed PRNG keys cross the graph boundary as their
-    physical data (uint32[..., *key_shape], wrapped right after the Input), every other value as is."""
+    physical data (uint32[..., *key_shape], wrapped right after the Input), every other value
+    as is."""
     if prng.is_key(aval.dtype):
         data = b.input(prng.physical_shape(aval.shape, prng.dtype_of(aval.dtype)), np.uint32)
         prng.mark_key_data(data)

@@ -251,9 +251,10 @@ EXTENSIONS = frozenset({
 COLLECTIVES = frozenset({OpKind.AllReduce, OpKind.AllGather, OpKind.ReduceScatter,
                          OpKind.AxisIndex, OpKind.Ppermute})
 
-# JAX's randomness (rlx_jax extensions): the kinds on typed keys (dtype ir.prng.KEY), which
-# passes/decompose/keys.py rewrites to physical uint32 data for backends that do not claim them, and
-# ThreeFry2x32, the hash they all come down to (decomposed into uint32 add/xor/shift/or).
+# JAX's randomness (rlx_jax extensions): the kinds on typed keys (the key dtypes of
+# ir/prng.py), which passes/decompose/keys.py rewrites to physical uint32 data for backends
+# that do not claim them, and ThreeFry2x32, the hash threefry's come down to (decomposed into
+# uint32 add/xor/shift/or).
 KEY_KINDS = frozenset({
     OpKind.RandomSeed, OpKind.RandomWrap, OpKind.RandomUnwrap, OpKind.RandomBits,
     OpKind.RandomSplit, OpKind.RandomFoldIn, OpKind.RandomGamma,

@@ -68,11 +68,6 @@ def dtype_of(dtype):
     return np.dtype(dtype)
 
 
-def impl_of(dtype):
-    """The PRNGImpl of an IR key dtype."""
-    return _IMPLS[dtype]
-
-
 def jax_dtype(dtype):
     """The JAX dtype of an IR dtype (a key dtype -> key<tag>), for abstract evaluation."""
     return _prng.KeyTy(_IMPLS[dtype]) if dtype in _IMPLS else dtype
@@ -86,11 +81,6 @@ def dtype_name(dtype):
 def key_shape(dtype):
     """The shape of one key's data for an IR key dtype: (2,) for threefry, (4,) for rbg."""
     return dtype[0].shape
-
-
-def impl_name(dtype):
-    """The implementation name of a JAX key dtype (key<rbg> -> 'rbg')."""
-    return getattr(getattr(dtype, "_impl", None), "name", str(dtype))
 
 
 KEY_DATA_BOUNDS = (0, 2 ** 32 - 1)

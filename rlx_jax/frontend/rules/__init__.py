@@ -3,8 +3,9 @@
 One table, filled by the family modules below. A primitive with no rule is kept as it is
 (OpKind.HostPrimitive, ir/host.py: it runs as JAX on the host, in reported segments) when jit's
 fallback is "host", and refused with fallback="error"; UNSUPPORTED gives the reason shown for
-some of them. Always refused: those in REFUSED (XLA's stateful generator, io_callback, all_to_all, shard_map), and any unlisted primitive whose eqn
-has effects, which host segments do not keep (frontend/trace.py: no_rule).
+some of them. Always refused: those in REFUSED (XLA's stateful generator, io_callback,
+all_to_all, shard_map), and any unlisted primitive whose eqn has effects, which host segments
+do not keep (frontend/trace.py: no_rule).
 """
 from ...ir.interpret import rule_table
 

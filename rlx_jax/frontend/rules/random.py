@@ -3,10 +3,11 @@
 `random_bits` and `random_split` take `jax_threefry_partitionable` as it is when the function is
 traced (an attribute, `partitionable`), as jax.jit does when it lowers them. `random_gamma`
 (gamma, beta, dirichlet) is one RandomGamma node: JAX's own lowering of it on xla, its
-implementation (per-sample rejection loops as While nodes) elsewhere (passes/decompose/keys.py). `iota_2x32_shape` (the counters of partitionable
-threefry) is a uint32 Iota; `threefry2x32` is the ThreeFry2x32 hash. Keys of every PRNG
-implementation are typed by it (ir/prng.py): rbg's, unsafe_rbg's and custom ones run their own
-functions on their data. `rng_bit_generator` (rbg's bits) is XLA's Philox, ir/philox.py,
+implementation (per-sample rejection loops as While nodes) elsewhere
+(passes/decompose/keys.py). `iota_2x32_shape` (the counters of partitionable threefry) is a
+uint32 Iota; `threefry2x32` is the ThreeFry2x32 hash. Keys of every PRNG implementation are
+typed by it (ir/prng.py): rbg's, unsafe_rbg's and custom ones run their own functions on their
+data. `rng_bit_generator` (rbg's bits) is XLA's Philox, ir/philox.py,
 translated in place; its other algorithm (RNG_THREE_FRY) is refused.
 """
 import functools
