@@ -578,8 +578,9 @@ def test_coreml_control_flow_targets_are_within_the_backend_floor():
     that target is no newer than the oldest one the backend accepts (package.MIN_TARGET)."""
     import coremltools as ct
 
-    from rlx_jax.backends.coreml import claims, mil_control, package
+    from rlx_jax.backends import claims
+    from rlx_jax.backends.coreml import mil_control, package
     from rlx_jax.ir.ops import CONTROL
-    assert set(mil_control.MIN_TARGET) == CONTROL & claims.SUPPORTED_OPS == CONTROL
+    assert set(mil_control.MIN_TARGET) == CONTROL & claims("coreml").SUPPORTED_OPS == CONTROL
     floor = getattr(ct.target, package.MIN_TARGET)
     assert all(getattr(ct.target, t) <= floor for t in mil_control.MIN_TARGET.values())

@@ -198,33 +198,27 @@ def test_op_coverage_tolerates_a_missing_backend():
 
 # ---- claims and rules agree, on every registered backend (DESIGN §5) ----
 
-def _claim_tables(backend):
-    """The backend's claims module (`backends/<name>/claims.py`), or the backend object itself
-    for a backend that keeps its claims on the class (xla)."""
-    import importlib
-    try:
-        return importlib.import_module(f"rlx_jax.backends.{backend.name}.claims")
-    except ModuleNotFoundError:
-        return backend
-
-
 # backends whose claims include every high-level forward kind (xla claims PRIMITIVE only)
 CLAIMS_EVERY_FORWARD_KIND = {"coreml"}
 
 
 @pytest.mark.parametrize("name", sorted(all_backends()))
 def test_claims_match_rules(name):
+    """A backend's claim tables are its rule table's claims (a LoweringTable) or, for a
+    backend that sets them on its class (xla), agree with its rules."""
+    from rlx_jax.tables import LoweringTable
+
     from .test_decomp import CASES as KIND_CASES
     b = all_backends()[name]
     if not b.available():
         pytest.skip(f"{name} is not available: {b.unavailable_reason()}")
-    rules = set(b.rules())
-    tables = _claim_tables(b)
-    for table in ("SUPPORTED_OPS", "NATIVE_BACKWARD_OPS", "BACKWARD_OPS"):
-        assert getattr(b, table) == getattr(tables, table), (name, table)
+    table = b.rules()
+    rules = set(table)
     supported, native_bwd, bwd_only = b.SUPPORTED_OPS, b.NATIVE_BACKWARD_OPS, b.BACKWARD_OPS
-    predicates = getattr(tables, "CLAIM_PREDICATES", None) or {}
-    assert predicates == (getattr(b, "CLAIM_PREDICATES", None) or {}), name
+    predicates = b.CLAIM_PREDICATES
+    if isinstance(table, LoweringTable):     # derived: every registered claim, nothing else
+        assert supported | native_bwd | bwd_only == set(table.claims) | {K.Input}, name
+        assert predicates == table.predicates, name
 
     # every claimed kind has a rule and every rule is claimed
     claimed = (supported | native_bwd) - {K.Input}
@@ -232,10 +226,7 @@ def test_claims_match_rules(name):
         f"{name}: claimed without a rule: {sorted(k.name for k in claimed - rules)}")
     assert rules - claimed == set(), (
         f"{name}: rule not claimed: {sorted(k.name for k in rules - claimed)}")
-    if tables is not b:                      # every claims module defines the training set
-        assert tables.SUPPORTED_OPS_TRAINING == supported | native_bwd, name
-    if hasattr(b, "SUPPORTED_OPS_TRAINING"):
-        assert b.SUPPORTED_OPS_TRAINING == supported | native_bwd, name
+    assert claims(name).SUPPORTED_OPS_TRAINING == supported | native_bwd, name
 
     # BACKWARD_OPS are run by decomposition only: no native rule, and a decomposition each
     assert not bwd_only & rules, name
@@ -251,12 +242,35 @@ def test_claims_match_rules(name):
     native = (supported & FORWARD) | native_bwd
     assert native <= rules, name
     assert {k for k in rules if k in FORWARD or k in BACKWARD} == native, name
-    assert native == (supported | native_bwd) & (FORWARD | BACKWARD), name
-    assert native_bwd == native & BACKWARD, name
     if name in CLAIMS_EVERY_FORWARD_KIND:
         assert FORWARD <= supported, name
     # every native high-level / backward kind has a single-node case (tests/nn_cases.py)
     assert native <= {c.kind for c in KIND_CASES}, name
+
+
+def test_lowering_table_refuses_a_wrong_claim():
+    """A rule claims its kind as it is: a backward kind only as native backward (or declared
+    decomposed, without a rule), a forward kind only as native; one claim per kind."""
+    from rlx_jax.tables import NATIVE_BACKWARD, LoweringTable
+    t = LoweringTable("test")
+    t.rule(K.Softmax)(len)
+    t.rule(K.RmsNormBackwardInput, claim=NATIVE_BACKWARD)(len)
+    t.decomposed(K.ReluBackward)
+    assert t.kinds("native") == {K.Softmax}
+    assert t.kinds(NATIVE_BACKWARD) == {K.RmsNormBackwardInput}
+    assert t.kinds("decomposed") == {K.ReluBackward} and K.ReluBackward not in t
+    with pytest.raises(ValueError, match="RopeBackward is a backward kind"):
+        t.rule(K.RopeBackward)(len)
+    with pytest.raises(ValueError, match="LayerNorm is not a backward kind"):
+        t.rule(K.LayerNorm, claim=NATIVE_BACKWARD)(len)
+    with pytest.raises(ValueError, match="Binary is not a backward kind"):
+        t.decomposed(K.Binary)
+    with pytest.raises(KeyError, match="duplicate claim"):
+        t.rule(K.Softmax)(len)
+    with pytest.raises(KeyError, match="duplicate claim"):
+        t.decomposed(K.RmsNormBackwardInput)
+    with pytest.raises(ValueError, match="decomposed"):
+        t.rule(K.AttentionBackward, claim="decomposed")
 
 
 @pytest.mark.parametrize("name", sorted(all_backends()))

@@ -1,28 +1,68 @@
 """The backend interface (`Backend`) and registry.
 
-A backend is one subclass of `Backend`: a `name`, its claim tables, `rules()` and
+A backend is one subclass of `Backend`: a `name`, `rules()` (its lowering table) and
 `lower(graph, **options) -> Executable` (a callable taking one array per graph input and
 returning a list of outputs); every other hook is declared here with the default that means
 "nothing special", so the rest of rlx_jax calls hooks, never probes for them.
+
+The claim tables (SUPPORTED_OPS, NATIVE_BACKWARD_OPS, BACKWARD_OPS, CLAIM_PREDICATES) are
+derived from `rules()` when that is a tables.LoweringTable, whose rules are registered with
+their claims; a backend may set them as class attributes instead (xla: every primitive kind).
 
 Backends register themselves when their package is imported; the `rlx_jax.backends` package
 imports every one of them, so the registry is complete as soon as this module is importable.
 """
 import collections
+import functools
 
 from ..errors import BackendUnavailableError, BadArgumentError
+from ..ir.ops import OpKind
+from ..tables import DECOMPOSED, NATIVE, NATIVE_BACKWARD, LoweringTable
+
+# Bound by the interpreter loop itself, claimed by every backend.
+BOUNDARY = frozenset({OpKind.Input})
 
 
 class Backend:
-    """What a backend is. Subclass it, set `name` and the claim tables, implement `rules` and
-    `lower`, and override the hooks it needs."""
+    """What a backend is. Subclass it, set `name`, implement `rules` and `lower`, and
+    override the hooks it needs."""
     name = None
-    SUPPORTED_OPS = frozenset()          # kinds lowered natively
-    NATIVE_BACKWARD_OPS = frozenset()    # backward kinds lowered natively (training)
-    BACKWARD_OPS = frozenset()           # backward kinds run only by decomposition
-    CLAIM_PREDICATES = {}                # {kind: fn(node) -> bool}: a claim on some nodes only
     REWRITTEN_OPS = frozenset()          # kinds no rule lowers that `prepare` rewrites
     options = ()                         # the jit options of this backend alone
+
+    def _claimed(self, claim):
+        if not self.available():
+            raise BackendUnavailableError(f"backend {self.name!r} is not available here: "
+                                          f"{self.unavailable_reason()}")
+        table = self.rules()
+        if not isinstance(table, LoweringTable):
+            raise NotImplementedError(
+                f"backend {self.name!r}: its rules() is not a tables.LoweringTable, so its "
+                f"claims cannot be derived; register its rules with their claims, or set "
+                f"SUPPORTED_OPS, NATIVE_BACKWARD_OPS, BACKWARD_OPS and CLAIM_PREDICATES on "
+                f"the class")
+        return table.kinds(claim)
+
+    @functools.cached_property
+    def SUPPORTED_OPS(self):             # noqa: N802 - the seed tables' names
+        """Kinds lowered natively (the rules claimed NATIVE, and Input)."""
+        return BOUNDARY | self._claimed(NATIVE)
+
+    @functools.cached_property
+    def NATIVE_BACKWARD_OPS(self):       # noqa: N802
+        """Backward kinds lowered natively (kept for programs with native backward kinds)."""
+        return self._claimed(NATIVE_BACKWARD)
+
+    @functools.cached_property
+    def BACKWARD_OPS(self):              # noqa: N802
+        """Backward kinds run only by decomposition (declared, with no rule)."""
+        return self._claimed(DECOMPOSED)
+
+    @functools.cached_property
+    def CLAIM_PREDICATES(self):          # noqa: N802
+        """{kind: fn(node) -> bool}: kinds claimed only on the nodes fn accepts."""
+        self._claimed(NATIVE)
+        return dict(self.rules().predicates)
 
     def available(self):
         """Whether the backend can run on this machine."""

@@ -7,21 +7,6 @@ from ..errors import LoweringError, RlxError
 from .ops import OpKind
 
 
-def rule_table(name):
-    """A module-level rule table plus a decorator that refuses duplicate keys."""
-    table = {}
-
-    def register(*kinds):
-        def deco(fn):
-            for k in kinds:
-                if k in table:
-                    raise KeyError(f"{name}: duplicate rule for {k}")
-                table[k] = fn
-            return fn
-        return deco
-    return table, register
-
-
 def where(node):
     return f" at {node.src}" if node.src else ""
 

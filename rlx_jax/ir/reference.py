@@ -16,7 +16,8 @@ from . import host, prng
 from .reference_collectives import COLLECTIVE_REFERENCE
 from .reference_linalg import LINALG_REFERENCE
 from .reference_optim import OPTIM_REFERENCE
-from .interpret import interpret, rule_table
+from ..tables import rule_table
+from .interpret import interpret
 from ..jax_internals import module
 from .ops import OpKind as K
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import IRTypeError
 from ..ir.graph import Builder, Graph
-from ..ir.interpret import rule_table
+from ..tables import rule_table
 from ..ir.ops import OpKind as K
 from ..ir.reference import gather_dimension_numbers
 from ..ir.rewrite import dce, rewrite

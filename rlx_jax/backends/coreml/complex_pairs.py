@@ -28,6 +28,10 @@ from ...ir.rewrite import dce, rewrite
 from .complex_dft import too_long
 from .complex_rules import RULES
 
+# Kinds no MIL rule lowers that this rewrite turns into supported kinds where it can (the
+# backend's REWRITTEN_OPS); the rest run on the host.
+REWRITTEN = frozenset({K.Fft, K.Complex, K.Real, K.Imag, K.Conjugate})
+
 C64 = np.dtype(np.complex64)
 F32 = np.dtype(np.float32)
 

@@ -8,21 +8,12 @@ on the real parts, then on the imaginary ones; other operands, indices or predic
 import numpy as np
 
 from ...ir.ops import OpKind as K
+from ...tables import rule_table
 from .complex_dft import Dft
 
 C64 = np.dtype(np.complex64)
 F32 = np.dtype(np.float32)
-RULES = {}
-
-
-def _rule(*kinds):
-    def register(fn):
-        for kind in kinds:
-            if kind in RULES:
-                raise KeyError(f"duplicate complex rule for {kind}")
-            RULES[kind] = fn
-        return fn
-    return register
+RULES, _rule = rule_table("complex rules")
 
 
 def _pairs(p, b, ins):

@@ -14,7 +14,7 @@ consts so such a dummy never overwrites a value in the environment.
 import numpy as np
 
 from ...errors import LoweringError
-from ...ir.interpret import rule_table
+from ...tables import rule_table
 
 BLOCK_OPS, _block_op = rule_table("MIL executor block ops")
 

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 
 from ...errors import LoweringError
-from ...ir.interpret import rule_table
+from ...tables import rule_table
 
 OVERRIDES, override = rule_table("MIL executor overrides")
 

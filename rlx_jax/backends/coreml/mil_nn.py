@@ -12,7 +12,13 @@ takes the epsilon itself. Op counts (MIL ops, constants excluded):
   AdaLayerNorm 6             AdaLayerNormBackward 19   GatedResidual 3  GatedResidualBackward 4
 """
 from ...ir.ops import OpKind as K
-from .table import mil_rule
+from ...tables import NATIVE_BACKWARD
+from .table import MIL_RULES, mil_rule
+
+# Backward kinds with no MIL kernel by design: their decomposition is already the minimal MIL
+# (dy·f'(x), a rope with sin negated, a reversed cumsum, a scatter-add).
+MIL_RULES.decomposed(K.ReluBackward, K.ActivationBackward, K.RopeBackward, K.CumsumBackward,
+                     K.GatherBackward)
 
 
 # ---- shared pieces ----
@@ -84,13 +90,13 @@ def _layer_norm(ctx, node, x, gamma, beta):
     return mb.add(x=mb.mul(x=plain_ln(ctx, x, node.attrs["eps"]), y=gamma), y=beta)
 
 
-@mil_rule(K.LayerNormBackwardInput)
+@mil_rule(K.LayerNormBackwardInput, claim=NATIVE_BACKWARD)
 def _ln_backward_input(ctx, node, x, gamma, dy):
     xhat, r = stats(ctx, x, node.attrs["eps"])
     return centered(ctx, ctx.mb.mul(x=dy, y=gamma), xhat, r)
 
 
-@mil_rule(K.LayerNormBackwardGamma)
+@mil_rule(K.LayerNormBackwardGamma, claim=NATIVE_BACKWARD)
 def _ln_backward_gamma(ctx, node, x, dy):
     xhat = plain_ln(ctx, x, node.attrs["eps"])
     return rows_sum(ctx, ctx.mb.mul(x=dy, y=xhat), len(node.inputs[0].shape))
@@ -104,7 +110,7 @@ def _rms_norm(ctx, node, x, gamma, *beta):
     return mb.add(x=y, y=beta[0]) if beta else y
 
 
-@mil_rule(K.RmsNormBackwardInput)
+@mil_rule(K.RmsNormBackwardInput, claim=NATIVE_BACKWARD)
 def _rms_backward_input(ctx, node, x, gamma, dy):
     """dx = r·(g − x·r²·mean(x·g)), g = dy·gamma: 11 MIL ops."""
     mb = ctx.mb
@@ -115,14 +121,14 @@ def _rms_backward_input(ctx, node, x, gamma, dy):
     return mb.mul(x=r, y=mb.sub(x=g, y=mb.mul(x=x, y=coef)))
 
 
-@mil_rule(K.RmsNormBackwardGamma)
+@mil_rule(K.RmsNormBackwardGamma, claim=NATIVE_BACKWARD)
 def _rms_backward_gamma(ctx, node, x, dy):
     mb = ctx.mb
     xr = mb.mul(x=x, y=rms_r(ctx, x, node.attrs["eps"]))
     return rows_sum(ctx, mb.mul(x=dy, y=xr), len(node.inputs[0].shape))
 
 
-@mil_rule(K.RmsNormBackwardBeta, K.GroupNormBackwardBeta)
+@mil_rule(K.RmsNormBackwardBeta, K.GroupNormBackwardBeta, claim=NATIVE_BACKWARD)
 def _bias_backward(ctx, node, dy):
     return rows_sum(ctx, dy, len(node.inputs[0].shape))
 
@@ -147,7 +153,7 @@ def _group_norm(ctx, node, x, gamma, beta):
     return mb.add(x=y, y=beta)
 
 
-@mil_rule(K.GroupNormBackwardInput)
+@mil_rule(K.GroupNormBackwardInput, claim=NATIVE_BACKWARD)
 def _gn_backward_input(ctx, node, x, gamma, dy):
     a, shape, mb = node.attrs, node.inputs[0].shape, ctx.mb
     xhat, r = stats(ctx, grouped(ctx, x, shape, a["num_groups"]), a["eps"], GROUP_AXES)
@@ -155,7 +161,7 @@ def _gn_backward_input(ctx, node, x, gamma, dy):
     return mb.reshape(x=centered(ctx, g, xhat, r, GROUP_AXES), shape=ctx.ints(shape))
 
 
-@mil_rule(K.GroupNormBackwardGamma)
+@mil_rule(K.GroupNormBackwardGamma, claim=NATIVE_BACKWARD)
 def _gn_backward_gamma(ctx, node, x, dy):
     a, shape, mb = node.attrs, node.inputs[0].shape, ctx.mb
     xhat, _ = stats(ctx, grouped(ctx, x, shape, a["num_groups"]), a["eps"], GROUP_AXES)
@@ -172,7 +178,7 @@ def _ada_layer_norm(ctx, node, x, shift, scale):
     return mb.add(x=y, y=per_sample(ctx, shift))
 
 
-@mil_rule(K.AdaLayerNormBackward)
+@mil_rule(K.AdaLayerNormBackward, claim=NATIVE_BACKWARD)
 def _ada_backward(ctx, node, x, scale, dy):
     mb = ctx.mb
     xhat, r = stats(ctx, x, node.attrs["eps"])
@@ -188,7 +194,7 @@ def _gated_residual(ctx, node, x, gate, y):
     return ctx.mb.add(x=x, y=ctx.mb.mul(x=per_sample(ctx, gate), y=y))
 
 
-@mil_rule(K.GatedResidualBackward)
+@mil_rule(K.GatedResidualBackward, claim=NATIVE_BACKWARD)
 def _gated_backward(ctx, node, gate, y, dout):
     mb = ctx.mb
     dgate = mb.reduce_sum(x=mb.mul(x=dout, y=y), axes=ctx.ints([1]), keep_dims=False)

@@ -14,6 +14,7 @@ backward 5, whatever the class count (a decomposition by class columns is O(C) n
 import numpy as np
 
 from ...ir.ops import OpKind as K
+from ...tables import NATIVE_BACKWARD
 from .table import mil_rule
 
 SDPA_FIRST_OPSET = 9            # ct.target.iOS18 / macOS15
@@ -98,7 +99,7 @@ def _attention(ctx, node, q, k, v, *mask):
     return _bhsd(ctx, o, lay)
 
 
-@mil_rule(K.AttentionBackward)
+@mil_rule(K.AttentionBackward, claim=NATIVE_BACKWARD)
 def _attention_backward(ctx, node, q, k, v, *rest):
     """With qs = q·scale and p = softmax(qs·kᵀ + mask): dv = pᵀ·dout, dp = dout·vᵀ,
     ds = p·(dp − Σ_k dp·p), dq = scale·ds·k, dk = dsᵀ·qs."""
@@ -146,7 +147,7 @@ def _sce(ctx, node, logits, labels):
     return mb.sub(x=lse, y=picked)
 
 
-@mil_rule(K.SoftmaxCrossEntropyBackward)
+@mil_rule(K.SoftmaxCrossEntropyBackward, claim=NATIVE_BACKWARD)
 def _sce_backward(ctx, node, logits, labels, dloss):
     """(softmax(l) − onehot(label))·dloss[:, None]: 5 MIL ops."""
     mb = ctx.mb

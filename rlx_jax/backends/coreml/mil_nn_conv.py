@@ -16,6 +16,7 @@ from ...ir.ops import OpKind as K
 from ...passes.decompose.autodiff import pool_is_tiling
 from .mil_reduce import first_best
 from .mil_shape import pad_interior, slice_
+from ...tables import NATIVE_BACKWARD
 from .table import mil_rule, refuse
 
 MAX_RANK = 5
@@ -44,7 +45,7 @@ def max_pool_backward_fits(node):
             and len(pool_factors(x.shape, a["window_dimensions"])[0]) <= MAX_RANK)
 
 
-@mil_rule(K.MaxPool2dBackward)
+@mil_rule(K.MaxPool2dBackward, claim=NATIVE_BACKWARD, when=max_pool_backward_fits)
 def _max_pool_backward(ctx, node, x, dy):
     if not max_pool_backward_fits(node):
         refuse(node, "the native kernel takes non-overlapping unpadded windows that tile x",
@@ -119,7 +120,7 @@ def _swap_io(ctx, w, cout, cin_g, g, kh, kw):
     return mb.reshape(x=w, shape=ctx.ints([cin_g * g, cout // g, kh, kw]))
 
 
-@mil_rule(K.Conv2dBackwardInput)
+@mil_rule(K.Conv2dBackwardInput, claim=NATIVE_BACKWARD, when=conv_input_backward_fits)
 def _conv_backward_input(ctx, node, dy, w):
     """Constant weights: MIL conv_transpose (the adjoint of conv), the forward padding cut from
     its output. Run-time weights: a stride-1 conv of dy (zero-interleaved by the stride) with the
@@ -176,7 +177,7 @@ def _weight_layout(ctx, x, a, shape):
     return mb.reshape(x=x, shape=ctx.ints([cin // g, g * n, h, w]))
 
 
-@mil_rule(K.Conv2dBackwardWeight)
+@mil_rule(K.Conv2dBackwardWeight, claim=NATIVE_BACKWARD, when=conv_weight_backward_fits)
 def _conv_backward_weight(ctx, node, x, dy):
     """dw[o, i, a, b] = Σ_n,h,w dy[n, o, h, w]·xp[n, i, h·s + a·d, w·s + b·d]: a convolution of x
     laid out [Cin/g, g·N, H, W] with dy laid out [Cout, N, Ho, Wo] as its (run-time) kernel.
@@ -244,10 +245,3 @@ def _strided_weight_grad(ctx, node, xt, kern, shape, cout, ks, strides):
     if q[0] * strides[0] != ks[0] or q[1] * strides[1] != ks[1]:
         y = slice_(ctx, y, [0, 0, 0], [io, ks[0], ks[1]])
     return mb.reshape(x=y, shape=ctx.ints([shape[0], cout, ks[0], ks[1]]))
-
-
-CLAIM_PREDICATES = {
-    K.MaxPool2dBackward: max_pool_backward_fits,
-    K.Conv2dBackwardInput: conv_input_backward_fits,
-    K.Conv2dBackwardWeight: conv_weight_backward_fits,
-}

@@ -1,4 +1,5 @@
-"""MIL_RULES: OpKind -> rule(ctx, node, *mil_vars), and what the rule families share: MilCtx
+"""MIL_RULES: OpKind -> rule(ctx, node, *mil_vars), each registered with its claim (the Core ML
+backend's claim tables are derived from it), and what the rule families share: MilCtx
 (the MIL builder and constant helpers), `refuse` (the error of a configuration MIL cannot
 express), INIT_VALUES (the identity of each reduction) and UNARY_FNS (Activation fns composed by
 a family of their own, which the Activation rule dispatches to). The families (mil_*.py) import
@@ -6,10 +7,11 @@ this module; mil.py, the program builder, loads the families."""
 import numpy as np
 
 from ...errors import RefusalError
-from ...ir.interpret import rule_table
+from ...tables import LoweringTable, rule_table
 from . import legality
 
-MIL_RULES, mil_rule = rule_table("MIL_RULES")
+MIL_RULES = LoweringTable("coreml")
+mil_rule = MIL_RULES.rule
 # Activation fn name -> rule(ctx, node, x) for the fns a family composes (mil_special.py)
 UNARY_FNS, unary_fn = rule_table("MIL unary fns")
 

@@ -6,7 +6,6 @@ are `mx.array`s (`output="native"`).
 """
 from ...errors import BadArgumentError
 from ..base import Backend, register_backend
-from . import claims
 
 try:
     import mlx.core  # noqa: F401
@@ -18,9 +17,6 @@ except Exception as e:  # noqa: BLE001 - any import failure makes the backend un
 
 class MlxBackend(Backend):
     name = "mlx"
-    SUPPORTED_OPS = claims.SUPPORTED_OPS
-    NATIVE_BACKWARD_OPS = claims.NATIVE_BACKWARD_OPS
-    BACKWARD_OPS = claims.BACKWARD_OPS
     options = ("compile",)
 
     def available(self):
@@ -30,7 +26,8 @@ class MlxBackend(Backend):
         return _IMPORT_ERROR or ""
 
     def rules(self):
-        """The lowering table (OpKind -> rule), every family loaded."""
+        """The lowering table (OpKind -> rule, with each rule's claim), every family
+        loaded."""
         from .lower import MLX_RULES
         return MLX_RULES
 

@@ -6,6 +6,7 @@ import mlx.core as mx
 import numpy as np
 
 from ...ir.ops import OpKind as K
+from ...tables import NATIVE_BACKWARD
 from .rules_conv import convolve, select_and_scatter_add
 from .rules_elementwise import UNARY
 from .table import mlx_rule, out_dtype, scalar
@@ -119,41 +120,42 @@ def _sce(ctx, node, logits, labels):
 
 
 # ---- backward ----
-mlx_rule(K.ReluBackward)(
+mlx_rule(K.ReluBackward, claim=NATIVE_BACKWARD)(
     lambda ctx, node, x, dy: mx.where(x > 0, dy, scalar(0, dy.dtype)))
 
 
-@mlx_rule(K.ActivationBackward)
+@mlx_rule(K.ActivationBackward, claim=NATIVE_BACKWARD)
 def _activation_backward(ctx, node, x, dy):
     return _vjp(UNARY[node.attrs["fn"]], x, dy)
 
 
-@mlx_rule(K.LayerNormBackwardInput)
+@mlx_rule(K.LayerNormBackwardInput, claim=NATIVE_BACKWARD)
 def _ln_backward_input(ctx, node, x, gamma, dy):
     eps = node.attrs["eps"]
     return _vjp(lambda t: mx.fast.layer_norm(t, gamma, None, eps), x, dy)
 
 
-mlx_rule(K.LayerNormBackwardGamma)(
+mlx_rule(K.LayerNormBackwardGamma, claim=NATIVE_BACKWARD)(
     lambda ctx, node, x, dy: _rows(dy * _xhat(x, node.attrs["eps"])))
 
 
-@mlx_rule(K.RmsNormBackwardInput)
+@mlx_rule(K.RmsNormBackwardInput, claim=NATIVE_BACKWARD)
 def _rms_backward_input(ctx, node, x, gamma, dy):
     eps = node.attrs["eps"]
     return _vjp(lambda t: mx.fast.rms_norm(t, gamma, eps), x, dy)
 
 
-@mlx_rule(K.RmsNormBackwardGamma)
+@mlx_rule(K.RmsNormBackwardGamma, claim=NATIVE_BACKWARD)
 def _rms_backward_gamma(ctx, node, x, dy):
     r = mx.rsqrt(mx.mean(x * x, axis=-1, keepdims=True) + node.attrs["eps"])
     return _rows(dy * x * r)
 
 
-mlx_rule(K.RmsNormBackwardBeta, K.GroupNormBackwardBeta)(lambda ctx, node, dy: _rows(dy))
+mlx_rule(K.RmsNormBackwardBeta, K.GroupNormBackwardBeta, claim=NATIVE_BACKWARD)(
+    lambda ctx, node, dy: _rows(dy))
 
 
-@mlx_rule(K.GroupNormBackwardInput)
+@mlx_rule(K.GroupNormBackwardInput, claim=NATIVE_BACKWARD)
 def _gn_backward_input(ctx, node, x, gamma, dy):
     a = node.attrs
     xhat, r = _gn_hat(x, a["num_groups"], a["eps"])
@@ -163,31 +165,32 @@ def _gn_backward_input(ctx, node, x, gamma, dy):
     return (r * t).reshape(x.shape)
 
 
-@mlx_rule(K.GroupNormBackwardGamma)
+@mlx_rule(K.GroupNormBackwardGamma, claim=NATIVE_BACKWARD)
 def _gn_backward_gamma(ctx, node, x, dy):
     a = node.attrs
     xhat, _ = _gn_hat(x, a["num_groups"], a["eps"])
     return _rows(dy * xhat.reshape(x.shape))
 
 
-@mlx_rule(K.AttentionBackward)
+@mlx_rule(K.AttentionBackward, claim=NATIVE_BACKWARD)
 def _attention_backward(ctx, node, q, k, v, *rest):
     mask, dout = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
     _, grads = mx.vjp(lambda a, b, c: _attention(node, a, b, c, mask), [q, k, v], [dout])
     return tuple(grads)
 
 
-mlx_rule(K.RopeBackward)(lambda ctx, node, dy, cos, sin: _rope(dy, cos, -sin))
+mlx_rule(K.RopeBackward, claim=NATIVE_BACKWARD)(
+    lambda ctx, node, dy, cos, sin: _rope(dy, cos, -sin))
 
 
-@mlx_rule(K.SoftmaxCrossEntropyBackward)
+@mlx_rule(K.SoftmaxCrossEntropyBackward, claim=NATIVE_BACKWARD)
 def _sce_backward(ctx, node, logits, labels, dloss):
     p = mx.softmax(logits, axis=1, precise=True)
     hot = mx.arange(logits.shape[1])[None, :] == labels.astype(mx.int32)[:, None]
     return (p - hot.astype(p.dtype)) * dloss[:, None]
 
 
-@mlx_rule(K.AdaLayerNormBackward)
+@mlx_rule(K.AdaLayerNormBackward, claim=NATIVE_BACKWARD)
 def _ada_backward(ctx, node, x, scale, dy):
     eps = node.attrs["eps"]
     xhat = _xhat(x, eps)
@@ -195,17 +198,17 @@ def _ada_backward(ctx, node, x, scale, dy):
     return dx, mx.sum(dy, axis=1), mx.sum(dy * xhat, axis=1)
 
 
-mlx_rule(K.GatedResidualBackward)(
+mlx_rule(K.GatedResidualBackward, claim=NATIVE_BACKWARD)(
     lambda ctx, node, gate, y, dout: (mx.sum(dout * y, axis=1), gate[:, None] * dout))
 
 
-@mlx_rule(K.Conv2dBackwardInput)
+@mlx_rule(K.Conv2dBackwardInput, claim=NATIVE_BACKWARD)
 def _conv_backward_input(ctx, node, dy, w):
     x0 = mx.zeros(tuple(node.attrs["input_shape"]), out_dtype(node))
     return _vjp(lambda x: convolve(ctx, node, x, w), x0, dy)
 
 
-@mlx_rule(K.Conv2dBackwardWeight)
+@mlx_rule(K.Conv2dBackwardWeight, claim=NATIVE_BACKWARD)
 def _conv_backward_weight(ctx, node, x, dy):
     """MLX's conv VJP mis-sizes the weight gradient when input dilation meets strides and
     uneven padding (mlx 0.32.4: a (1,3,1,1) kernel gets a (1,2,1,1) gradient). MLX sizes arrays
@@ -219,18 +222,18 @@ def _conv_backward_weight(ctx, node, x, dy):
     return dw
 
 
-@mlx_rule(K.MaxPool2dBackward)
+@mlx_rule(K.MaxPool2dBackward, claim=NATIVE_BACKWARD)
 def _max_pool_backward(ctx, node, x, dy):
     a = node.attrs
     return select_and_scatter_add(dy, x, "ge", a["window_dimensions"], a["window_strides"],
                                   a["padding"])
 
 
-mlx_rule(K.CumsumBackward)(lambda ctx, node, dy: mx.cumsum(
+mlx_rule(K.CumsumBackward, claim=NATIVE_BACKWARD)(lambda ctx, node, dy: mx.cumsum(
     dy, axis=node.attrs["axis"], reverse=not node.attrs["reverse"]))
 
 
-@mlx_rule(K.GatherBackward)
+@mlx_rule(K.GatherBackward, claim=NATIVE_BACKWARD)
 def _gather_backward(ctx, node, dy, indices):
     """Scatter-add of dy's slices into zeros[num, ...]; out-of-bounds rows are dropped
     (clamped in mode clip), through one spare row."""

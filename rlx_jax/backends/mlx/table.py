@@ -1,12 +1,14 @@
-"""MLX_RULES: OpKind -> rule(ctx, node, *mx_arrays), and helpers shared by the rule families."""
+"""MLX_RULES: OpKind -> rule(ctx, node, *mx_arrays), each registered with its claim (the MLX
+backend's claim tables are derived from it), and helpers shared by the rule families."""
 import mlx.core as mx
 import numpy as np
 
 from ...errors import RefusalError
-from ...ir.interpret import rule_table
+from ...tables import LoweringTable
 from .runtime import to_mx_dtype
 
-MLX_RULES, mlx_rule = rule_table("MLX_RULES")
+MLX_RULES = LoweringTable("mlx")
+mlx_rule = MLX_RULES.rule
 
 HALF = (mx.float16, mx.bfloat16)
 FLOATS = (mx.float16, mx.bfloat16, mx.float32, mx.float64)

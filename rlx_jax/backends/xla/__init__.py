@@ -42,7 +42,10 @@ def _to_numpy(outs):
 
 class XlaBackend(Backend):
     name = "xla"
+    # the reference claims every primitive kind and nothing else (its rules are JAX itself)
     SUPPORTED_OPS = PRIMITIVE | CONTROL | HOST_ONLY
+    NATIVE_BACKWARD_OPS = BACKWARD_OPS = frozenset()
+    CLAIM_PREDICATES = {}
 
     def rules(self):
         """The lowering table (OpKind -> rule)."""

@@ -7,7 +7,7 @@ some of them. Always refused: those in REFUSED (XLA's stateful generator, io_cal
 all_to_all, shard_map), and any unlisted primitive whose eqn has effects, which host segments
 do not keep (frontend/trace.py: no_rule).
 """
-from ...ir.interpret import rule_table
+from ...tables import rule_table
 
 JAXPR_RULES, jaxpr_rule = rule_table("JAXPR_RULES")
 

@@ -7,7 +7,7 @@ legalization refuses them as it does a kind with no decomposition.
 """
 import jax.numpy as jnp
 
-from ...ir.interpret import rule_table
+from ...tables import rule_table
 from ...ir.ops import OpKind as K
 
 DECOMPS, decomp = rule_table("DECOMPS")
