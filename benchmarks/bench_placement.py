@@ -21,9 +21,8 @@ import numpy as np
 
 import rlx_jax
 from rlx_jax.ir.ops import OpKind
-from rlx_jax.partitioned import PartitionedExecutable, to_form
-from rlx_jax.passes.partition import partition
-from rlx_jax.placement import Placement
+from rlx_jax.placement import Placement, partition
+from rlx_jax.placement.executable import PartitionedExecutable
 
 from bench_mlx import side_by_side  # noqa: E402  (benchmarks/ is on sys.path)
 
@@ -84,7 +83,7 @@ def run(backend, params, x, n):
     split = PartitionedExecutable(placed, f"{lowered.name}.split", opts)
     leaves = jax.tree_util.tree_leaves((params, x))
     want = np.asarray(jax.jit(forward)(params, x))
-    got_split = to_form(split(*leaves)[0], "numpy", np.float32)
+    got_split = np.asarray(split(*leaves)[0])
     got_dev = np.asarray(device(params, x))
     err = max(np.abs(got_split - want).max(), np.abs(got_dev - want).max())
 

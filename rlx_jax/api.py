@@ -16,14 +16,14 @@ from . import debug_checks, distributed, interop, stages, transforms
 from .arguments import (TracedArgument, function_name, static_args, key_boundary, leaf_names,
                         leaf_signature, output_names, raise_unhashable, weak_types,
                         with_weak_types)
-from .backends.base import all_backends, available_backends, get_backend
+from .backends.base import Executable, all_backends, available_backends, get_backend, runtime_of
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
 from .ir import prng
 from .numpy_rules import with_own_numpy_rules
-from .partitioned import PartitionedExecutable
 from .passes.recognize import recognize
 from .placement import place, raise_host, warn_once
+from .placement.executable import PartitionedExecutable
 
 
 RECORDERS = []      # lists that each Compiled made is appended to (testing.recorded_programs)
@@ -95,7 +95,7 @@ class Compiled:
         self.executable = executable
         self.lowered = lowered
         self.output = output
-        convert = None if getattr(executable, "converts_output", False) else \
+        convert = None if isinstance(executable, Executable) and executable.converts_output else \
             lowered.backend.output_converter(output)
         self._convert = with_weak_types(convert, lowered.out_weak if output == "jax" else ())
         self._keys = lowered.keys          # arguments.KeyBoundary, or None
@@ -104,7 +104,7 @@ class Compiled:
     def runtime(self):
         """What runs the program, read now ("mlx-eager" after an mx.compile failure on the
         first call): "mlx-compiled", "mil-reference", "coreml", "xla"; "+host" with host parts."""
-        return getattr(self.executable, "runtime", self.lowered.backend.name)
+        return runtime_of(self.executable, self.lowered.backend)
 
     def call_flat(self, leaves):
         if self._keys is not None:

@@ -22,6 +22,16 @@ _NARROW = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dt
 _DTYPES = {}   # dtype object of any array library -> numpy dtype (memoised: hot path)
 
 
+def _backend_dtype(dtype):
+    """The numpy dtype of a backend's own dtype object (Backend.numpy_dtype), else None."""
+    from .backends.base import all_backends
+    for backend in all_backends().values():
+        out = backend.numpy_dtype(dtype)
+        if out is not None:
+            return out
+    return None
+
+
 def _to_np_dtype(dtype):
     try:
         return _DTYPES[dtype]
@@ -30,12 +40,10 @@ def _to_np_dtype(dtype):
     try:
         out = np.dtype(dtype)
     except TypeError:
-        if type(dtype).__module__.startswith("mlx"):
-            from .backends.mlx.runtime import mlx_to_np_dtype  # an mx.Dtype
-            out = mlx_to_np_dtype(dtype)
-        elif jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        out = _backend_dtype(dtype)              # e.g. an mx.Dtype
+        if out is None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
             out = prng.dtype_of(dtype)           # a typed key, of its implementation
-        else:
+        if out is None:
             raise BadArgumentError(f"dtype {dtype} is not an array dtype rlx_jax knows; pass "
                                    f"float/int/uint/bool arrays") from None
     try:

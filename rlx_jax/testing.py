@@ -8,6 +8,7 @@ import numpy as np
 
 from . import api
 from .api import jit
+from .backends.base import Executable
 
 # per dtype: (atol, rtol) against jax.grad, finite-difference step, (atol, rtol) against FD
 _DEFAULTS = {
@@ -161,6 +162,6 @@ def assert_ran_on_device(compiled, host=False, eager=False):
     exe = compiled.executable
     asked_eager = compiled.lowered.options.get("compile", True) is False
     if compiled.runtime.startswith("mlx-eager") and not (eager or asked_eager):
-        why = getattr(exe, "why_uncompiled", None)
+        why = exe.why_uncompiled if isinstance(exe, Executable) else None
         raise AssertionError(f"'{compiled.lowered.name}' ran eagerly on MLX, not through "
                              f"mx.compile" + (f": {why}" if why else ""))

@@ -1,7 +1,7 @@
 """Backends. Each backend package registers itself (base.register_backend) when imported, and
 this package imports them all: `xla` (the reference), `mlx` and `coreml`. base.py holds the
 registry (all_backends, available_backends, get_backend) and what legalization keeps
-(kept_kinds); probe.py is the device probe behind `supports`; `claims(name)` prints a backend's
+(kept_kinds); placement/probe.py is the device probe behind `supports`; `claims(name)` prints a backend's
 claim tables."""
 from . import xla  # noqa: F401
 try:
@@ -21,7 +21,7 @@ def supports(backend, graph):
     would run on the host and why."""
     if isinstance(backend, str):
         backend = all_backends()[backend]
-    from .probe import supports as probe
+    from ..placement.probe import supports as probe
     return probe(backend, graph)
 
 

@@ -15,9 +15,32 @@ imports every one of them, so the registry is complete as soon as this module is
 import collections
 import functools
 
+import numpy as np
+
 from ..errors import BackendUnavailableError, BadArgumentError
 from ..ir.ops import OpKind
 from ..tables import DECOMPOSED, NATIVE, NATIVE_BACKWARD, LoweringTable
+
+class Executable:
+    """What `Backend.lower` may return (any callable also does: xla returns a jax.jit
+    function): called with one array per graph input, returns the list of outputs.
+
+    `runtime` names what runs it, read at each call site (MLX: "mlx-compiled", or
+    "mlx-eager" after an mx.compile failure, with `why_uncompiled`); None means the backend's
+    name. `converts_output`: it applies jit's `output` option itself."""
+    runtime = None
+    converts_output = False
+    why_uncompiled = None
+
+    def __call__(self, *arrays):
+        raise NotImplementedError
+
+
+def runtime_of(executable, backend):
+    """What runs `executable` (Executable.runtime; a plain callable: the backend's name)."""
+    runtime = executable.runtime if isinstance(executable, Executable) else None
+    return runtime or backend.name
+
 
 # Bound by the interpreter loop itself, claimed by every backend.
 BOUNDARY = frozenset({OpKind.Input})
@@ -77,7 +100,8 @@ class Backend:
         raise NotImplementedError(f"backend {self.name!r} has no lowering table")
 
     def lower(self, graph, name=None, **options):
-        """The Executable of a legalized graph that runs whole on the device."""
+        """The Executable (or a plain callable) of a legalized graph that runs whole on the
+        device."""
         raise NotImplementedError(f"backend {self.name!r} does not lower graphs")
 
     def prepare(self, graph):
@@ -100,6 +124,26 @@ class Backend:
 
     def output_converter(self, output):
         """outs -> outs for jit's `output` option (None: the results as they are)."""
+        return None
+
+    def owns_array(self, x):
+        """Whether `x` is an array of this backend's own array library (MLX: an mx.array)."""
+        return False
+
+    def host_array(self, x):
+        """One of the arrays this backend's executables return (or one it owns) as an array
+        every backend accepts: numpy, or a jax.Array."""
+        return np.asarray(x)
+
+    def array_input(self, x, dtype):
+        """`x` (numpy, a jax.Array, or an array this backend owns) as the array its
+        executables take, of IR dtype `dtype` (Core ML: numpy; MLX: mx.array; xla:
+        jax.Array). A RefusalError when it cannot hold such an array."""
+        return np.asarray(x)
+
+    def numpy_dtype(self, dtype):
+        """The numpy dtype of a dtype object of this backend's array library (MLX: an
+        mx.Dtype), None for any other object."""
         return None
 
     def build_program(self, graph, name=None, **options):

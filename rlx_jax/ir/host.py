@@ -3,7 +3,7 @@ has no rule for (some linear algebra and special functions, host callbacks, and 
 primitive without effects, frontend/trace.py: no_rule): the node holds the primitive and a
 `HostParams` of its params, its reference semantics bind the primitive, and since only the
 reference backend (xla) claims the kind, it runs on the host between device segments
-(placement.py) on every other backend.
+(placement/plan.py) on every other backend.
 
 Given / Result (`jnp.linalg.cholesky(a)` on backend "coreml"):
     %2:f32[3,3] = HostPrimitive[primitive=cholesky, params={symmetrize_input}] %1

@@ -3,7 +3,7 @@
 A node whose decomposition does not apply to it (decompose.PARTIAL) counts as unclaimed.
 Whatever is still unclaimed afterwards is collected and raised once as a LegalizationError that
 names every node, its text and its user source line; with `fallback="host"` it stays in the
-graph instead, and `unclaimed` names it for the partitioner (passes/partition.py), which runs
+graph instead, and `unclaimed` names it for the partitioner (placement/partition.py), which runs
 it on the host. Nothing is dropped silently. A backend that does not claim every kind on
 typed PRNG keys (ir.ops.KEY_KINDS) gets the keys as their uint32 data first
 (decompose/keys.py: physicalize).

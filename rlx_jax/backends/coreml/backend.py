@@ -83,7 +83,7 @@ class CoremlBackend(Backend):
         return lower_rank(split_complex(graph))
 
     def host_reasons(self, graph, known, **options):
-        """{id(node): reason} of the top-level nodes Core ML cannot run (placement.py). A graph
+        """{id(node): reason} of the top-level nodes Core ML cannot run (placement/plan.py). A graph
         whose package is already cached was built whole: nothing to look for."""
         from .complex_pairs import boundary_reasons
         from .placement import host_reasons

@@ -22,6 +22,7 @@ from ...errors import RefusalError
 from ...ir.interpret import where
 from ...ir.ops import OpKind as K
 from ...ir.rewrite import copy_node, dce, rewrite
+from ..base import Executable
 from .legality import MIL_DTYPES
 from .table import init_value
 from .empty_control import fold_scan, zero_length
@@ -201,7 +202,7 @@ def fold_empty(graph, constants_on_host=True):
     return Folded(dce(g).verify() if model_outs else None, kept, results, graph)
 
 
-class FoldedExecutable:
+class FoldedExecutable(Executable):
     """Runs the model of a Folded graph (if any) on the non-empty inputs and puts the
     statically known results in place; called like the unfolded graph's executable."""
 

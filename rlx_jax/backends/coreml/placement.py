@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import RefusalError
 from ...ir.interpret import interpret
-from ...passes.partition import value_reasons
+from ...placement.partition import value_reasons
 from .legality import MIL_DTYPES, mil_np_dtype, problems
 from .mil import load_families
 from .package_cache import MIL_LOCK

@@ -8,6 +8,7 @@ from absl import logging
 import numpy as np
 
 from ...errors import ArgumentRangeError
+from ..base import Executable, runtime_of
 
 
 def host_for_range(executable, lowered):
@@ -18,11 +19,11 @@ def host_for_range(executable, lowered):
     return executable
 
 
-class HostForRange:
+class HostForRange(Executable):
     def __init__(self, executable, lowered):
         self.executable, self.lowered = executable, lowered
         self.host, self.host_calls = None, 0
-        self.converts_output = getattr(executable, "converts_output", False)
+        self.converts_output = executable.converts_output
         # an executable that converts its results itself (host segments) gets the host's
         # results converted here too, to the `output` jit asked for
         self._convert = lowered.backend.output_converter(
@@ -30,10 +31,14 @@ class HostForRange:
 
     @property
     def runtime(self):
-        inner = getattr(self.executable, "runtime", "coreml")
+        inner = runtime_of(self.executable, self.lowered.backend)
         return inner + "+host-for-range" if self.host_calls else inner
 
-    def __getattr__(self, name):          # what the wrapped executable offers (why_uncompiled)
+    @property
+    def why_uncompiled(self):
+        return self.executable.why_uncompiled
+
+    def __getattr__(self, name):          # the wrapped executable's own (package_path, steps)
         return getattr(self.__dict__["executable"], name)
 
     def __call__(self, *leaves):

@@ -3,6 +3,7 @@ import sys
 
 from absl import logging
 
+from ..base import Executable
 from .legality import Boundary
 from .package_cache import MIL_LOCK
 
@@ -64,7 +65,7 @@ def _argument(i, name):
     return f"{i} ('{name}')" if name else f"{i}"
 
 
-class CoremlExecutable:
+class CoremlExecutable(Executable):
     """Callable on one array per graph input; returns the outputs as numpy arrays.
 
     `.runtime` is "coreml" when Core ML runs the package, "mil-reference" otherwise, with

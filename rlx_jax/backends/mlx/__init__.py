@@ -41,8 +41,29 @@ class MlxBackend(Backend):
         from .runtime import OUTPUTS
         return OUTPUTS[output]
 
+    def owns_array(self, x):
+        return type(x).__module__.startswith("mlx")
+
+    def host_array(self, x):
+        """An mx.array, evaluated, as numpy (a view; bfloat16 through a uint16 view)."""
+        import mlx.core as mx
+        from .runtime import to_numpy
+        mx.eval(x)
+        return to_numpy(x)
+
+    def array_input(self, x, dtype):
+        """An mx.array of `dtype`; a jax.Array an MLX program returned is its own mx.array."""
+        from .runtime import to_mx
+        return to_mx(x, dtype)
+
+    def numpy_dtype(self, dtype):
+        if not type(dtype).__module__.startswith("mlx"):
+            return None
+        from .runtime import mlx_to_np_dtype
+        return mlx_to_np_dtype(dtype)
+
     def host_reasons(self, graph, known, **options):
-        """{id(node): reason} of the top-level nodes MLX cannot run here (placement.py)."""
+        """{id(node): reason} of the top-level nodes MLX cannot run here (placement/plan.py)."""
         from .lower import host_reasons
         return host_reasons(graph, known)
 

@@ -13,7 +13,7 @@ from ...ir.ops import OpKind
 from . import rules_conv, rules_control, rules_elementwise, rules_index, rules_nn  # noqa: F401
 from . import rules_collectives, rules_optim, rules_reduce, rules_shape  # noqa: F401
 from . import complex_values, rules_linalg
-from ...passes.partition import value_reasons
+from ...placement.partition import value_reasons
 from .rules_control import has_host, plan
 from .segments import segmented
 from .runtime import NP_TO_MX, MlxExecutable, compile_unavailable_reason, to_mx_dtype
@@ -117,7 +117,7 @@ def node_reasons(graph):
 def host_reasons(graph, known):
     """{id(node): reason} of the top-level nodes whose values (or operands) have a dtype MLX
     lacks here, or that MLX has no kernel for (node_reasons): they run on the host
-    (placement.py)."""
+    (placement/plan.py)."""
     bad = value_reasons(graph, dtype_problems(graph))
     for k, why in node_reasons(graph).items():
         bad.setdefault(k, why)

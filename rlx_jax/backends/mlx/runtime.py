@@ -34,6 +34,7 @@ from absl import logging
 from ... import cache
 from ...cache import CacheDirError
 from ...errors import LoweringError, RefusalError, RlxError
+from ..base import Executable
 from .kernel_cache import building_kernels, remove_unloadable
 
 try:
@@ -186,7 +187,7 @@ def _jax_outputs(outs):
 OUTPUTS = {"native": None, "numpy": _numpy_outputs, "jax": _jax_outputs}
 
 
-class MlxExecutable:
+class MlxExecutable(Executable):
     """Runs a lowered graph: converts arguments, calls the (compiled) MLX function. `fn` is the
     eager function; compiled, it is `mx.compile(fn)`, or `compiled_fn` when given (a graph with
     host loops: compiled segments around them, lower.py)."""

@@ -1,13 +1,13 @@
 """A graph that holds host-level control flow (rules_control.is_host: a While, a host-loop Scan,
 an If over such branches) cannot be one `mx.compile`d function: the loop reads values with
 `.item()` between steps, which compile forbids. `segmented` cuts the graph's top level with the
-partitioner (passes/partition.py, the host nodes being the loop drivers): every device segment
+partitioner (placement/partition.py, the host nodes being the loop drivers): every device segment
 is one compiled function, every host node runs in Python between them (its own regions again
 compiled, recursively). So the code before, between and after the loops keeps its fusion, and
 only the loop driver is eager.
 """
 from ...ir.ops import OpKind
-from ...passes.partition import HOST, partition
+from ...placement.partition import HOST, partition
 from .rules_control import is_host
 
 

@@ -55,6 +55,12 @@ class XlaBackend(Backend):
         """outs -> outs for jit's `output` option (None: the jax.Arrays as they are)."""
         return _to_numpy if output == "numpy" else None
 
+    def host_array(self, x):
+        return x
+
+    def array_input(self, x, dtype):
+        return x if isinstance(x, jax.Array) else jax.device_put(np.asarray(x))
+
     def lower(self, graph, **options):
         refuse_collectives(graph)
 

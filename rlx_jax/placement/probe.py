@@ -2,7 +2,7 @@
 
 `supports(backend, graph)` legalizes the graph for the backend as `rlx_jax.jit` does (kept
 kinds native, the rest decomposed), asks the backend what it cannot run
-(placement.place) and returns a `Support`: true when nothing would be host-placed, with
+(plan.place) and returns a `Support`: true when nothing would be host-placed, with
 `host` listing the ops that would run on the host and why.
 """
 
@@ -27,6 +27,6 @@ class Support:
 def supports(backend, graph):
     """The Support of `graph` on `backend` (a backend object; `rlx_jax.backends.supports`
     also takes a name)."""
-    from ..placement import place
+    from .plan import place
     placed = place(graph, backend)
     return Support(backend.name, placed.host_ops())

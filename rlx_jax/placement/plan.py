@@ -2,24 +2,24 @@
 
 `plan` asks the backend which top-level nodes it cannot run (kinds it neither claims nor
 decomposes, legalize.unclaimed; and what its own check refuses, `Backend.host_reasons`),
-partitions the graph (passes/partition.py) and returns a `Placement`: the segments in order,
+partitions the graph (partition.py) and returns a `Placement`: the segments in order,
 device ones for the backend and host ones for the `xla` reference (JAX on the CPU), each
 with its ops (kind, source line, and for host ops why they are there) and the values crossing
 into it (shape, dtype, bytes). `fallback="error"` refuses instead, naming every node.
 """
 from absl import logging
 
-from .errors import LegalizationError
-from .ir.interpret import where
-from .numpy_rules import with_own_numpy_rules
-from .passes.legalize import legalize, unclaimed
-from .passes.partition import DEVICE, FREE, HOST, partition
+from ..errors import LegalizationError
+from ..ir.interpret import where
+from ..numpy_rules import with_own_numpy_rules
+from ..passes.legalize import legalize, unclaimed
+from .partition import DEVICE, FREE, HOST, partition
 
 _WARNED = set()
 
 
 class Placement:
-    """The segments of a program (`segments`: passes.partition.Segment, in order), the
+    """The segments of a program (`segments`: partition.Segment, in order), the
     backend running the device ones, and `host` ({id(node): reason})."""
 
     def __init__(self, graph, backend, segments, host):
@@ -105,7 +105,7 @@ def place(graph, backend, native_backward=True, fallback="host", options=None):
     fallback="host" what neither stays for the host), applies the backend's `prepare` (Core ML:
     ranks rewritten to <= 5) and returns its Placement (`plan`); under JAX's default numpy
     rules (numpy_rules.py), as everything rlx_jax builds."""
-    from .backends.base import kept_kinds
+    from ..backends.base import kept_kinds
     keep = kept_kinds(backend, native_backward)
     # `prepare` may rewrite nodes legalization leaves unclaimed (Core ML's REWRITTEN_OPS:
     # complex values as float32 pairs); with fallback="error", `plan` refuses what is left
