@@ -5,7 +5,8 @@
   those it refuses, with the reason users see (UNSUPPORTED).
 - `op_coverage_markdown()`: every OpKind against every backend: native, native backward,
   decomposed, partly decomposed or —, from each backend's SUPPORTED_OPS / NATIVE_BACKWARD_OPS /
-  BACKWARD_OPS and the DECOMPS and PARTIAL tables.
+  BACKWARD_OPS and the DECOMPS and PARTIAL tables, with how a JAX program reaches the kind
+  (ir/reached.py); then the reserved RLX kinds and how one could reach them (ir/reserved.py).
 
 `python -m rlx_jax.coverage --write` rewrites docs/op-coverage.md and the block between
 `<!-- primitives:begin -->` and `<!-- primitives:end -->` in README.md (docs/primitives.md when
@@ -80,7 +81,7 @@ def cell(backend, kind, decomps, partial=()):
 
 
 def _group(kind):
-    if kind in (OpKind.Input, OpKind.Param, OpKind.Constant):
+    if kind in (OpKind.Input, OpKind.Constant):
         return "boundary"
     if kind in EXTENSIONS:
         return "primitive (rlx_jax extension)"
@@ -124,15 +125,12 @@ def op_coverage_markdown(backends=None):
         cells = [cell(backends[n], kind, decomps, PARTIAL) for n in names]
         for n, c in zip(names, cells):
             totals[n][c] = totals[n].get(c, 0) + 1
-        if set(cells) == {"—"}:
-            continue
-        rows.append(f"| {kind.name} | {_group(kind)} | " + " | ".join(cells) + " |")
-    lines.append("| kind | group | " + " | ".join(names) + " |")
-    lines.append("|---|---|" + "---|" * len(names))
+        rows.append(f"| {kind.name} | {_group(kind)} | " + " | ".join(cells) + " | "
+                    + reached_text(kind) + " |")
+    lines.append("| kind | group | " + " | ".join(names) + " | reached by |")
+    lines.append("|---|---|" + "---|" * len(names) + "---|")
     lines += rows
-    unused = len(OpKind) - len(rows)
-    lines += ["", f"The {unused} kinds no backend runs are left out of the table.", "",
-              "Partly decomposed kinds:", ""]
+    lines += ["", "Partly decomposed kinds:", ""]
     lines += [f"- {kind.name}: {which}." for kind, which in PARTIAL.items()]
     lines += ["", "Totals:", ""]
     for n in names:
@@ -140,7 +138,28 @@ def op_coverage_markdown(backends=None):
                                                  "decomposed", "partly decomposed")
                  if totals[n].get(c)]
         lines.append(f"- {n}: " + ", ".join(parts))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + reserved_lines()) + "\n"
+
+
+def reached_text(kind):
+    """How a JAX program reaches `kind`: its JAX primitives, then what else produces it."""
+    from .ir.reached import REACHED
+    prims, other = REACHED[kind]
+    parts = ([f"JAX {_code_list(prims.split())}"] if prims else []) + ([other] if other else [])
+    return "; ".join(parts)
+
+
+def reserved_lines():
+    """The reserved RLX kinds (ir/reserved.py), each with how a JAX program could reach it."""
+    from .ir.reserved import RESERVED
+    lines = ["", f"## Reserved kinds ({len(RESERVED)})", "",
+             "RLX kinds that no JAX program reaches yet, so no rlx_jax kind stands for them; "
+             "each with the JAX code that would reach it and what would produce it "
+             "(`rlx_jax/ir/reserved.py`):", ""]
+    by_how = {}
+    for name, how in RESERVED.items():
+        by_how.setdefault(how, []).append(name)
+    return lines + [f"- {', '.join(names)}: {how}." for how, names in by_how.items()]
 
 
 def readme_block(readme_text, block):

@@ -5,12 +5,11 @@ Estimates from the IR that `Compiled.cost_analysis()` and `Compiled.memory_analy
 counted over the legalized graph (what the backend runs, host segments included):
 
 - flops: `DotGeneral` / `MatMul` 2 × output elements × contracted size; `Conv` 2 × output
-  elements × (weight elements / output features); `Fma` 2 per output element; other
-  elementwise kinds (`Activation`, `Binary`, `Compare`, `Where`, `Cast`) 1 per output element;
+  elements × (weight elements / output features); elementwise kinds (`Activation`, `Binary`, `Compare`, `Where`, `Cast`) 1 per output element;
   reductions and scans (`Reduce`, `ArgMax`, `ArgMin`, `Cumsum`, `CumProd`, `CumMax`, `Pool`) 1 per
   input element; data movement (reshape, transpose, slices, concatenation, gathers, scatters,
   broadcasts) 0; any other kind 1 per output element.
-- bytes accessed: for every node but the boundary (`Input`, `Param`, `Constant`), the bytes of its
+- bytes accessed: for every node but the boundary (`Input`, `Constant`), the bytes of its
   operands plus the bytes of its results, as XLA's cost analysis counts them.
 - Control flow (`If`, `While`, `Scan`): the node's own operands and results, plus its regions
   counted once each (trip counts and taken branches are not known statically).
@@ -25,12 +24,11 @@ import numpy as np
 from .errors import BadArgumentError
 from .ir.ops import OpKind as K
 
-_BOUNDARY = {K.Input, K.Param, K.Constant}
+_BOUNDARY = {K.Input, K.Constant}
 _ELEMENTWISE = {K.Activation, K.Binary, K.Compare, K.Where, K.Cast}
 _PER_INPUT = {K.Reduce, K.ArgMax, K.ArgMin, K.Cumsum, K.CumProd, K.CumMax, K.Pool}
 _MOVEMENT = {K.Reshape, K.Transpose, K.Narrow, K.Concat, K.Expand, K.Reverse, K.Gather,
-             K.GatherNd, K.GatherElements, K.ScatterAdd, K.ScatterNd, K.ScatterElements,
-             K.Scatter, K.StopGradient, K.Slice, K.Pad, K.DynamicSlice, K.DynamicUpdateSlice,
+             K.ScatterAdd, K.Scatter, K.Slice, K.Pad, K.DynamicSlice, K.DynamicUpdateSlice,
              K.Iota, K.Bitcast}
 
 
@@ -72,8 +70,6 @@ def node_flops(node):
         w = node.inputs[1]
         out_features = w.shape[node.attrs["dimension_numbers"][1][0]]
         return 2 * out_elems * (w.size // max(out_features, 1))
-    if kind is K.Fma:
-        return 2 * out_elems
     if kind in _PER_INPUT:
         return node.inputs[0].size
     return out_elems

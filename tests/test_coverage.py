@@ -196,7 +196,7 @@ def test_op_coverage_tolerates_a_missing_backend():
     assert "MatMul" in kinds and "Input" in kinds
 
 
-# ---- claims and rules agree, on every registered backend (DESIGN §5) ----
+# ---- claims and rules agree, on every registered backend ----
 
 # backends whose claims include every high-level forward kind (xla claims PRIMITIVE only)
 CLAIMS_EVERY_FORWARD_KIND = {"coreml"}
@@ -288,3 +288,51 @@ def test_claims_prints_the_seed_style_tables(name):
         line = next(ln for ln in text.splitlines() if ln.startswith(field + " ("))
         assert line.startswith(f"{field} ({len(getattr(t, field))}):"), line
         assert all(k.name in line for k in getattr(t, field)), line
+
+
+# ---- every OpKind is reached and lowered; the reserved RLX kinds are not OpKinds ----
+
+def test_every_kind_is_reached_lowered_or_reserved():
+    """ir/reached.py names, for every OpKind, how a JAX program reaches it (each JAX primitive
+    it names has a frontend rule), some backend lowers or decomposes every kind, and no
+    reserved RLX name (ir/reserved.py) is an OpKind."""
+    from rlx_jax.ir.reached import REACHED
+    from rlx_jax.ir.reserved import RESERVED
+    assert set(REACHED) == set(K), set(K) ^ set(REACHED)
+    for kind, (prims, other) in REACHED.items():
+        assert prims or other, kind
+        unknown = [p for p in prims.split() if p not in JAXPR_RULES]
+        assert not unknown, (kind, unknown)
+    assert not set(RESERVED) & {k.name for k in K}
+    assert all(len(how.split()) >= 4 for how in RESERVED.values())
+    backends = coverage.load_backends()
+    decomps = set(DECOMPS) | coverage.KEY_KINDS
+    unlowered = [k for k in K if all(coverage.cell(b, k, decomps) == "—"
+                                     for b in backends.values())]
+    assert not unlowered, unlowered
+
+
+@functools.lru_cache(maxsize=None)
+def _case_kinds():
+    """{case name: the kinds of its traced IR graph, regions included}."""
+    from rlx_jax.frontend.trace import trace
+    out = {}
+    for case in CASES:
+        args = case.args(np.random.RandomState(0))
+        graph = trace(case.fn, *args, static_argnums=case.static_argnums)
+        out[case.name] = {n.kind for n in graph.walk()}
+    return out
+
+
+def test_reached_primitives_produce_their_kind():
+    """Tracing the op table: for every kind ir/reached.py says JAX primitives reach, some case
+    using one of those primitives traces to a graph holding that kind."""
+    from rlx_jax.ir.reached import REACHED
+    kinds, prims = _case_kinds(), case_primitives()
+    unproduced = []
+    for kind, (names, _) in REACHED.items():
+        names = set(names.split())
+        using = [c for c, p in prims.items() if p & names]
+        if using and not any(kind in kinds[c] for c in using):
+            unproduced.append(kind)
+    assert not unproduced, f"no op-table case using the named primitives produces {unproduced}"

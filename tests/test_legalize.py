@@ -1,4 +1,4 @@
-"""Legalization (DESIGN §5), structurally: the exact ops left for a backend that claims a chosen
+"""Legalization (claims, native backward kinds, decompositions), structurally: the exact ops left for a backend that claims a chosen
 set of kinds; expansion to a fixpoint; one LegalizationError naming every offender and its
 source line; native backward kernels kept or decomposed; a decomposition that applies to some
 nodes of its kind only (ReducePrecision to the operand's own format); the device probe."""

@@ -137,7 +137,7 @@ class Graph:
         """OpKind name -> count, over regions too."""
         counts = {}
         for n in self.walk():
-            if not include_boundary and n.kind in (OpKind.Input, OpKind.Constant, OpKind.Param):
+            if not include_boundary and n.kind in (OpKind.Input, OpKind.Constant):
                 continue
             counts[n.kind.name] = counts.get(n.kind.name, 0) + 1
         return dict(sorted(counts.items()))

@@ -5,7 +5,7 @@
 (`mlir.lower_fun(impl)`, so the primitive runs under plain `jax.jit`), a batching rule and a JVP
 rule, and, on the IR side, the kind the frontend translates it to and that kind's reference
 semantics (`ir.reference.REFERENCE[kind] = impl`). `differentiable(...)` adds the autodiff
-structure of DESIGN §5: the forward's JVP emits a LINEAR primitive whose transpose binds the
+structure legalization expects (README, "`rlx_jax.nn`"): the forward's JVP emits a LINEAR primitive whose transpose binds the
 backward primitives, so `jax.grad` yields exactly one backward op per backward kind.
 
 Parameters of every primitive are exactly the attributes of its IR kind (docs/high-level-kinds.md)

@@ -15,7 +15,7 @@ from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
 from .decompose.keys import physicalize
 
-BOUNDARY = frozenset({OpKind.Input, OpKind.Constant, OpKind.Param})
+BOUNDARY = frozenset({OpKind.Input, OpKind.Constant})
 MAX_ROUNDS = 32
 
 

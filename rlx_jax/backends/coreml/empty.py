@@ -45,9 +45,7 @@ def _pad(b, node, ins, empty):
     return _filled(b, node, np.asarray(v.node.attrs["value"]))
 
 
-CONTRACTIONS = (K.DotGeneral, K.MatMul, K.Conv, K.Conv3d, K.ConvTranspose2d, K.ConvTranspose3d,
-                K.Conv2dBackwardInput, K.Conv2dBackwardWeight, K.Conv3dBackwardInput,
-                K.Conv3dBackwardWeight)
+CONTRACTIONS = (K.DotGeneral, K.MatMul, K.Conv, K.Conv2dBackwardInput, K.Conv2dBackwardWeight)
 FOLDS = {  # kind -> fold(builder, node, new operands, which operands are empty) for a non-empty
     K.Concat: _concat,     # result of empty operands
     K.Reduce: lambda b, n, ins, empty: _filled(b, n, init_value(n.attrs["fn"], n.out.dtype)),
