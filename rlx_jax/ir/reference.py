@@ -13,6 +13,7 @@ import numpy as np
 from jax import lax
 
 from . import host, prng
+from .identities import identity
 from .reference_collectives import COLLECTIVE_REFERENCE
 from .reference_linalg import LINALG_REFERENCE
 from .reference_optim import OPTIM_REFERENCE
@@ -199,31 +200,12 @@ def conv(x, w, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension
         preferred_element_type=preferred_element_type)
 
 
-def lowest(dt):
-    """The identity of max over dtype `dt` (-inf, the least integer, False)."""
-    dt = np.dtype(dt)
-    if dt == np.bool_:
-        return np.array(False)
-    return np.array(-np.inf, dt) if jnp.issubdtype(dt, jnp.floating) else np.array(
-        jnp.iinfo(dt).min, dt)
-
-
-def highest(dt):
-    """The identity of min over dtype `dt` (+inf, the greatest integer, True)."""
-    dt = np.dtype(dt)
-    if dt == np.bool_:
-        return np.array(True)
-    return np.array(np.inf, dt) if jnp.issubdtype(dt, jnp.floating) else np.array(
-        jnp.iinfo(dt).max, dt)
-
-
-POOL_INIT = {"sum": lambda dt: np.array(0, dt), "max": lowest, "min": highest}
 POOL_FN = {"sum": lax.add, "max": lax.max, "min": lax.min}
 
 
 @reference(K.Pool)
 def pool(x, *, fn, window_dimensions, window_strides, padding, base_dilation, window_dilation):
-    return lax.reduce_window(x, POOL_INIT[fn](x.dtype), POOL_FN[fn], window_dimensions,
+    return lax.reduce_window(x, identity(fn, x.dtype), POOL_FN[fn], window_dimensions,
                              window_strides, padding, base_dilation, window_dilation)
 
 

@@ -24,7 +24,7 @@ from ...ir.ops import OpKind as K
 from ...ir.rewrite import copy_node, dce, rewrite
 from ..base import Executable
 from .legality import MIL_DTYPES
-from .table import init_value
+from ...ir.identities import identity as init_value
 from .empty_control import fold_scan, zero_length
 
 

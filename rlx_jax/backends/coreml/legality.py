@@ -35,10 +35,17 @@ def mil_np_dtype(dtype):
     return np.dtype(np.int32) if dtype.kind in "iu" else dtype
 
 
-def _mil_type(dtype):
+def mil_type(dtype):
+    """The MIL builtin type of numpy `dtype`, one of MIL_DTYPES (coremltools' own mapping)."""
     from coremltools.converters.mil.mil import types
-    return {"float32": types.fp32, "float16": types.fp16, "int32": types.int32,
-            "bool": types.bool}[np.dtype(dtype).name]
+    return types.numpy_type_to_builtin_type(np.dtype(dtype))
+
+
+def mil_dtype_name(dtype):
+    """The name MIL ops take for numpy `dtype` (`mb.cast(dtype=...)`: "fp32", "fp16", "int32",
+    "bool")."""
+    from coremltools.converters.mil.mil import types
+    return types.builtin_to_string(mil_type(dtype))
 
 
 def _refuse(v, node, why, todo):
@@ -114,7 +121,7 @@ class Boundary:
         return v.shape if v.shape else (1,)
 
     def mil_type(self, v, model=True):
-        return _mil_type(self.model_dtype(v) if model else mil_np_dtype(v.dtype))
+        return mil_type(self.model_dtype(v) if model else mil_np_dtype(v.dtype))
 
     def enter(self, ctx, v, var):
         """Inside the program: model input var -> the value the IR expects."""

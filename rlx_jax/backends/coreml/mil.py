@@ -2,7 +2,7 @@
 Function, giving a coremltools MIL Program.
 
 A rule is `rule(ctx, node, *operands) -> mil Var | tuple`; operands are MIL Vars. The table and
-what the rules share (MilCtx, refuse, INIT_VALUES, UNARY_FNS) are in table.py; the families live
+what the rules share (MilCtx, refuse, UNARY_FNS; reduction identities: ir/identities.py) are in table.py; the families live
 in mil_elementwise.py (its special functions in mil_special.py), mil_shape.py, mil_reduce.py,
 mil_index.py, mil_conv.py and, for the high-level and backward kinds, mil_nn.py (normalizations
 and the small DiT ops), mil_nn_attn.py (attention, rope, softmax cross-entropy) and

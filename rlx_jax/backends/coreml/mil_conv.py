@@ -12,9 +12,10 @@ import itertools
 import numpy as np
 
 from ...ir.ops import OpKind as K
-from .legality import MAX_RANK, mil_np_dtype
+from .legality import MAX_RANK, mil_dtype_name, mil_np_dtype
 from .mil_shape import pad_edges, pad_interior, reshape, slice_
-from .table import init_value, mil_rule, refuse
+from ...ir.identities import identity as init_value
+from .table import mil_rule, refuse
 
 
 def _edges(ctx, x, shape, pads, value, dtype, axes):
@@ -72,8 +73,8 @@ def _conv(ctx, node, x, w):
         refuse(node, f"integer convolution ({node.inputs[0].dtype.name} -> {dtype.name}); "
                "MIL conv is floating-point only", "cast the operands to float32")
     if ctx.np_dtype(x) != dtype:
-        x = mb.cast(x=x, dtype={"float32": "fp32", "float16": "fp16"}[dtype.name])
-        w = mb.cast(x=w, dtype={"float32": "fp32", "float16": "fp16"}[dtype.name])
+        x = mb.cast(x=x, dtype=mil_dtype_name(dtype))
+        w = mb.cast(x=w, dtype=mil_dtype_name(dtype))
     if tuple(lhs_spec) != tuple(range(nsp + 2)):
         x = mb.transpose(x=x, perm=ctx.ints(lhs_spec))
     if tuple(rhs_spec) != tuple(range(nsp + 2)):
@@ -118,7 +119,7 @@ def _native_max_pool(ctx, node, x):
     if any(pads):
         x = mb.pad(x=x, pad=ctx.ints([0, 0, 0, 0] + pads), mode="constant",
                    constant_val=ctx.like(-np.inf, x))
-    flags = mb.cast(x=mb.not_equal(x=x, y=x), dtype=MIL_FLOAT[ctx.np_dtype(x).name])
+    flags = mb.cast(x=mb.not_equal(x=x, y=x), dtype=mil_dtype_name(ctx.np_dtype(x)))
     both = mb.max_pool(x=mb.concat(values=[x, flags], axis=1),
                        kernel_sizes=ctx.ints([a["window_dimensions"][d] for d in win]),
                        strides=ctx.ints([a["window_strides"][d] for d in win]),
@@ -132,7 +133,6 @@ def _native_max_pool(ctx, node, x):
     return y
 
 
-MIL_FLOAT = {"float32": "fp32", "float16": "fp16"}
 COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 
 

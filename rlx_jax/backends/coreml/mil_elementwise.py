@@ -6,10 +6,9 @@ functions (erf_inv, lgamma, digamma) are composed in mil_special.py, through UNA
 import numpy as np
 
 from ...ir.ops import OpKind as K
-from .legality import I32, mil_np_dtype
+from .legality import I32, MIL_DTYPES, mil_dtype_name, mil_np_dtype
 from .table import UNARY_FNS, mil_rule, refuse
 
-MIL_DTYPE = {"float32": "fp32", "float16": "fp16", "int32": "int32", "bool": "bool"}
 
 # unary fn -> MIL op of the same meaning (float operands unless the MIL op also takes int32)
 DIRECT_UNARY = {
@@ -279,7 +278,7 @@ def _atan2(ctx, y, x):
     both_zero = mb.logical_and(x=mb.equal(x=x, y=ctx.like(0, x)),
                                y=mb.equal(x=y, y=ctx.like(0, y)))
     base = mb.select(cond=both_zero, a=y, b=base)
-    neg = mb.cast(x=_negative(ctx, y), dtype=MIL_DTYPE[ctx.np_dtype(y).name])
+    neg = mb.cast(x=_negative(ctx, y), dtype=mil_dtype_name(ctx.np_dtype(y)))
     turn = mb.sub(x=ctx.like(np.pi, y), y=mb.mul(x=neg, y=ctx.like(2 * np.pi, y)))
     return mb.select(cond=_negative(ctx, x), a=mb.add(x=base, y=turn), b=base)
 
@@ -356,14 +355,14 @@ def _cast(ctx, node, x):
     where their values are proven in range, so integer -> integer casts are identities."""
     src, ir_dst = mil_np_dtype(node.inputs[0].dtype), np.dtype(node.attrs["dtype"])
     dst = mil_np_dtype(ir_dst)
-    if dst.name not in MIL_DTYPE:
+    if dst not in MIL_DTYPES:
         refuse(node, f"cast to {ir_dst.name}: Core ML has no such tensor type")
     if src == dst:
         return ctx.mb.identity(x=x)
     if dst == np.bool_:
         return ctx.mb.not_equal(x=x, y=ctx.scalar(0, src))
     if src == np.bool_:
-        return ctx.mb.cast(x=x, dtype=MIL_DTYPE[dst.name])
+        return ctx.mb.cast(x=x, dtype=mil_dtype_name(dst))
     if src.kind == "f" and dst.kind == "i":
         return _float_to_int(ctx, x, ir_dst)
-    return ctx.mb.cast(x=x, dtype=MIL_DTYPE[dst.name])
+    return ctx.mb.cast(x=x, dtype=mil_dtype_name(dst))

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from ...tables import NATIVE_BACKWARD
+from .legality import mil_dtype_name
 from .table import mil_rule
 
 SDPA_FIRST_OPSET = 9            # ct.target.iOS18 / macOS15
@@ -40,8 +41,7 @@ def _masks(ctx, node, q, mask):
     if a["mask_kind"] == "additive":
         add = mask
         if node.inputs[3].dtype != node.inputs[0].dtype:
-            from .mil_elementwise import MIL_DTYPE
-            add = mb.cast(x=mask, dtype=MIL_DTYPE[np.dtype(node.inputs[0].dtype).name])
+            add = mb.cast(x=mask, dtype=mil_dtype_name(node.inputs[0].dtype))
     elif a["mask_kind"] == "bool":
         keep = mask
     if a["causal"]:

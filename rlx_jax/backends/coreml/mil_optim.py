@@ -12,7 +12,7 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from ...ir.reference_optim import adam_leaves
-from .mil_elementwise import MIL_DTYPE
+from .legality import mil_dtype_name
 from .table import mil_rule
 
 BATCH_ELEMENTS = 1 << 16
@@ -74,7 +74,7 @@ def _adam_update(ctx, node, count, *operands):
     a = node.attrs
     _, ps, gs, mus, nus = adam_leaves((count,) + operands)
     step, bc1, bc2 = _corrections(ctx, count, a)
-    dtype = MIL_DTYPE[ctx.np_dtype(ps[0]).name]       # the float32 corrections, in the leaves'
+    dtype = mil_dtype_name(ctx.np_dtype(ps[0]))       # the float32 corrections, in the leaves'
     bc = tuple(b if dtype == "fp32" else ctx.mb.cast(x=b, dtype=dtype) for b in (bc1, bc2))
     shapes = [v.shape for v in node.inputs[1:1 + len(ps)]]
     leaves = list(zip(ps, gs, mus, nus))

@@ -2,13 +2,13 @@
 import numpy as np
 
 from ...ir.ops import OpKind as K
+from .legality import mil_dtype_name
 from .mil_shape import reshape
 from .table import mil_rule, refuse
 
 
 def _cast_to(ctx, x, dtype):
-    from .mil_elementwise import MIL_DTYPE
-    return x if ctx.np_dtype(x) == dtype else ctx.mb.cast(x=x, dtype=MIL_DTYPE[dtype.name])
+    return x if ctx.np_dtype(x) == dtype else ctx.mb.cast(x=x, dtype=mil_dtype_name(dtype))
 
 
 mil_rule(K.MatMul)(lambda ctx, node, x, y: ctx.mb.matmul(x=x, y=y))

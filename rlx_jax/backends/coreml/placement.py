@@ -14,7 +14,7 @@ import numpy as np
 from ...errors import RefusalError
 from ...ir.interpret import interpret
 from ...placement.partition import value_reasons
-from .legality import MIL_DTYPES, mil_np_dtype, problems
+from .legality import MIL_DTYPES, mil_np_dtype, mil_type, problems
 from .mil import load_families
 from .package_cache import MIL_LOCK
 from .table import MIL_RULES, MilCtx
@@ -73,14 +73,12 @@ def _stand_in(ctx, v):
 def _refused(graph, skip, opset):
     """{id(node): reason} of the top-level nodes whose MIL rule refuses them."""
     from coremltools.converters.mil import Builder as mb
-    from coremltools.converters.mil.mil import Function, types
+    from coremltools.converters.mil.mil import Function
     load_families()
     rules = _Tolerant(skip)
     names = [f"input_{i}" for i in range(len(graph.inputs))]
-    to_mil = {np.dtype("float32"): types.fp32, np.dtype("float16"): types.fp16,
-              np.dtype("int32"): types.int32, np.dtype("bool"): types.bool}
     specs = {name: mb.TensorSpec(shape=tuple(max(d, 1) for d in v.shape) or (1,),
-                                 dtype=to_mil[_mil_dtype(v)])
+                                 dtype=mil_type(_mil_dtype(v)))
              for name, v in zip(names, graph.inputs)}
     ctx = MilCtx(mb, opset)
     with MIL_LOCK:

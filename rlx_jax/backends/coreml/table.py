@@ -1,7 +1,7 @@
 """MIL_RULES: OpKind -> rule(ctx, node, *mil_vars), each registered with its claim (the Core ML
 backend's claim tables are derived from it), and what the rule families share: MilCtx
 (the MIL builder and constant helpers), `refuse` (the error of a configuration MIL cannot
-express), INIT_VALUES (the identity of each reduction) and UNARY_FNS (Activation fns composed by
+express) and UNARY_FNS (Activation fns composed by
 a family of their own, which the Activation rule dispatches to). The families (mil_*.py) import
 this module; mil.py, the program builder, loads the families."""
 import numpy as np
@@ -52,29 +52,3 @@ def refuse(node, what, todo="use backend='xla' or 'mlx' for this op"):
     raise RefusalError(f"Core ML cannot express {node.kind.name}: {what}; {todo}")
 
 
-def _extreme(dtype, low):
-    """The lowest (`low`) or highest value of `dtype`: False/True, -inf/inf, or the integer
-    bound."""
-    if dtype == np.bool_:
-        return np.asarray(not low)
-    if dtype.kind == "f":
-        return np.asarray(-np.inf if low else np.inf, dtype)
-    info = np.iinfo(dtype)
-    return np.asarray(info.min if low else info.max, dtype)
-
-
-INIT_VALUES = {  # reduction fn -> fn(numpy dtype): its identity, a 0-d array of that dtype
-    "sum": lambda dtype: np.zeros((), dtype),
-    "or": lambda dtype: np.zeros((), dtype),
-    "xor": lambda dtype: np.zeros((), dtype),
-    "prod": lambda dtype: np.ones((), dtype),
-    "and": lambda dtype: np.invert(np.zeros((), dtype)),  # all bits set: True, -1, unsigned max
-    "max": lambda dtype: _extreme(dtype, low=True),
-    "min": lambda dtype: _extreme(dtype, low=False),
-}
-
-
-def init_value(fn, dtype):
-    """The identity of reduction `fn` (ir.ops.REDUCE_FNS) in numpy `dtype`: the value of a
-    reduction over nothing (empty.py), and the padding of windowed reductions (mil_conv.py)."""
-    return INIT_VALUES[fn](np.dtype(dtype))

@@ -13,8 +13,8 @@ from jax import lax
 from ...errors import LoweringError
 from ...ir.ops import OpKind as K
 from .rules_shape import pad
-from .table import (FLOATS, batched_matmul, highest, index_dtype, lowest, mlx_rule, out_dtype,
-                    scalar)
+from .table import (FLOATS, batched_matmul, highest, identity, index_dtype, lowest, mlx_rule,
+                    out_dtype, scalar)
 
 
 @mlx_rule(K.Conv)
@@ -138,7 +138,6 @@ def windows(x, window, strides, dilation):
 
 
 POOL = {"sum": mx.sum, "max": mx.max, "min": mx.min}
-POOL_INIT = {"sum": lambda dt: 0, "max": lowest, "min": highest}
 
 
 @mlx_rule(K.Pool)
@@ -154,7 +153,7 @@ def _pool(ctx, node, x):
                 x.shape, wd)) and set(a["base_dilation"]) | set(a["window_dilation"]) == {1}):
         tiles = x.reshape([v for d, w in zip(x.shape, wd) for v in (d // w, w)])
         return POOL[fn](tiles, axis=list(range(1, 2 * x.ndim, 2))).astype(x.dtype)
-    init = scalar(POOL_INIT[fn](x.dtype), x.dtype)
+    init = scalar(identity(fn, x.dtype), x.dtype)
     xp = pad(x, init, [(lo, hi, b - 1) for (lo, hi), b in zip(a["padding"], a["base_dilation"])])
     win, out = windows(xp, a["window_dimensions"], a["window_strides"], a["window_dilation"])
     if x.dtype == mx.bool_:

@@ -6,8 +6,8 @@ import math
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
-from .table import (FLOATS, INEXACT, SIGNED, TO_SIGNED, batched_matmul, bits, full, highest,
-                    is_float, lowest, mlx_rule, out_dtype, scalar, unsupported)
+from .table import (FLOATS, INEXACT, SIGNED, TO_SIGNED, batched_matmul, bits, full, identity,
+                    is_float, mlx_rule, out_dtype, scalar, unsupported)
 
 
 def _bitwise_reduce(x, axes, fn):
@@ -29,9 +29,6 @@ def _bitwise_reduce(x, axes, fn):
 
 
 REDUCE = {"sum": mx.sum, "prod": mx.prod, "max": mx.max, "min": mx.min}
-IDENTITY = {"sum": lambda dt: 0, "prod": lambda dt: 1, "max": lowest, "min": highest,
-            "or": lambda dt: 0, "xor": lambda dt: 0,
-            "and": lambda dt: -1 if dt in SIGNED else highest(dt)}
 
 
 @mlx_rule(K.Reduce)
@@ -42,7 +39,7 @@ def _reduce(ctx, node, x):
         return x
     if x.size == 0:
         dt = out_dtype(node)
-        return full(node.out.shape, IDENTITY[fn](dt), dt)
+        return full(node.out.shape, identity(fn, dt), dt)
     if fn in ("and", "or", "xor"):
         return _bitwise_reduce(x, axes, fn)
     if x.dtype == mx.bool_:

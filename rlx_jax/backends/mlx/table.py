@@ -4,6 +4,7 @@ import mlx.core as mx
 import numpy as np
 
 from ...errors import RefusalError
+from ...ir import identities
 from ...tables import LoweringTable
 from .runtime import to_mx_dtype
 
@@ -44,20 +45,17 @@ def scalar(value, dtype):
     return mx.array(value, dtype=dtype)
 
 
+def identity(fn, dtype):
+    """The identity of reduction `fn` in mx dtype `dtype`, a Python scalar (ir/identities.py)."""
+    return identities.identity(fn, np.dtype(mx_np_name(dtype))).item()
+
+
 def lowest(dtype):
-    if dtype == mx.bool_:
-        return False
-    if dtype in FLOATS:
-        return -np.inf
-    return int(np.iinfo(np.dtype(mx_np_name(dtype))).min)
+    return identity("max", dtype)
 
 
 def highest(dtype):
-    if dtype == mx.bool_:
-        return True
-    if dtype in FLOATS:
-        return np.inf
-    return int(np.iinfo(np.dtype(mx_np_name(dtype))).max)
+    return identity("min", dtype)
 
 
 def mx_np_name(dtype):
