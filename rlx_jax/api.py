@@ -12,131 +12,17 @@ import time
 import jax
 
 from . import options as _options
-from . import debug_checks, distributed, interop, stages, transforms
+from . import distributed, interop, nesting, stages
 from .arguments import (TracedArgument, function_name, static_args, key_boundary, leaf_names,
-                        leaf_signature, output_names, raise_unhashable, weak_types,
-                        with_weak_types)
-from .backends.base import Executable, all_backends, available_backends, get_backend, runtime_of
+                        leaf_signature, output_names, raise_unhashable, weak_types)
+from .backends.base import all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
 from .ir import prng
 from .numpy_rules import with_own_numpy_rules
 from .passes.recognize import recognize
-from .placement import place, raise_host, warn_once
-from .placement.executable import PartitionedExecutable
-
-
-RECORDERS = []      # lists that each Compiled made is appended to (testing.recorded_programs)
-
-
-class Lowered:
-    """A traced and legalized program for one backend and one input signature."""
-
-    def __init__(self, graph, placement, options, in_tree, out_tree, timings, name,
-                 keys=None, out_weak=()):
-        self.graph, self._placement, self.keys = graph, placement, keys
-        self.out_weak = out_weak     # the jaxpr's output weak types (arguments.weak_types)
-        self.legalized, self.backend = placement.graph, placement.backend
-        self.options, self.in_tree, self.out_tree = options, in_tree, out_tree
-        self.timings, self.name = timings, name
-        self._backend_program = None
-        self.fallback = "host"           # jit's fallback (set by Jitted._lower)
-
-    def placement(self):
-        """Where each op runs (placement.Placement): the segments in order, device or host,
-        their ops (host ones with why), and the values crossing each boundary."""
-        return self._placement
-
-    def as_text(self, level="ir", **jax_keywords):
-        """level: "ir" (legalized), "traced", "placement" (the IR with each node's segment),
-        or "backend" (the backend's program); JAX's "stablehlo"/"hlo" are refused (stages.py)."""
-        return stages.lowered_text(self, level, jax_keywords)
-
-    def op_counts(self, level="ir"):
-        """OpKind name -> count of the legalized graph; level="backend": the backend's ops."""
-        if level == "ir":
-            return self.legalized.op_counts()
-        return self._program().op_counts()
-
-    @with_own_numpy_rules
-    def _program(self):
-        if not self._placement.device_only:
-            raise BadArgumentError(
-                f"'{self.name}' runs in {len(self._placement.segments)} segments (some on the "
-                f"host); its backend program is per segment: see Lowered.placement()")
-        if self._backend_program is None:
-            opts = {k: v for k, v in self.options.items() if k != "output"}
-            self._backend_program = self.backend.build_program(self.legalized, name=self.name,
-                                                               **opts)
-        return self._backend_program
-
-    @with_own_numpy_rules
-    def compile(self):
-        t0 = time.perf_counter()
-        opts = {k: v for k, v in self.options.items() if k != "output"}
-        if self._placement.device_only:
-            exe = self.backend.lower(self.legalized, name=self.name, **opts)
-        else:
-            warn_once(self._placement)
-            exe = PartitionedExecutable(self._placement, self.name, opts,
-                                        self.options.get("output", _options.DEFAULT_OUTPUT))
-        self.timings["lower"] = time.perf_counter() - t0
-        exe = self.backend.wrap_executable(exe, self)
-        compiled = Compiled(exe, self, self.options.get("output", _options.DEFAULT_OUTPUT))
-        for recorder in RECORDERS:           # testing.recorded_programs()
-            recorder.append(compiled)
-        return compiled
-
-
-class Compiled:
-    """A lowered, ready executable; call it with the same argument structure as the function."""
-
-    def __init__(self, executable, lowered, output=_options.DEFAULT_OUTPUT):
-        self.executable = executable
-        self.lowered = lowered
-        self.output = output
-        convert = None if isinstance(executable, Executable) and executable.converts_output else \
-            lowered.backend.output_converter(output)
-        self._convert = with_weak_types(convert, lowered.out_weak if output == "jax" else ())
-        self._keys = lowered.keys          # arguments.KeyBoundary, or None
-
-    @property
-    def runtime(self):
-        """What runs the program, read now ("mlx-eager" after an mx.compile failure on the
-        first call): "mlx-compiled", "mil-reference", "coreml", "xla"; "+host" with host parts."""
-        return runtime_of(self.executable, self.lowered.backend)
-
-    def call_flat(self, leaves):
-        if self._keys is not None:
-            leaves = self._keys.args(leaves)
-        outs = self.executable(*leaves)
-        if self._convert is not None:
-            outs = self._convert(outs)
-        if self._keys is not None:
-            outs = self._keys.results(outs)
-        if debug_checks.enabled():          # jax_debug_nans / jax_debug_infs
-            debug_checks.check(outs, self.lowered.name)
-        return jax.tree_util.tree_unflatten(self.lowered.out_tree, outs)
-
-    def as_text(self):
-        """The backend's program (device-only programs of MLX and Core ML), else the IR with
-        each node's segment."""
-        return stages.compiled_text(self.lowered)
-
-    def cost_analysis(self):
-        """{"flops", "bytes accessed"} estimated from the legalized IR (stages.py: the rules)."""
-        return stages.cost_analysis(self.lowered.legalized)
-
-    def memory_analysis(self):
-        """stages.MemoryAnalysis: argument, output, temporary and constant bytes of the IR."""
-        return stages.memory_analysis(self.lowered.legalized)
-
-    def __call__(self, *args, **kwargs):
-        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-        if tree != self.lowered.in_tree:
-            raise BadArgumentError(
-                f"compiled for inputs {self.lowered.in_tree}, called with {tree}")
-        return self.call_flat(leaves)
+from .placement import place, raise_host
+from .stages import RECORDERS, Compiled, Lowered  # noqa: F401 - rlx_jax.api's public names
 
 
 _METADATA = ("__module__", "__name__", "__qualname__", "__doc__")
@@ -250,10 +136,10 @@ class Jitted:
         structs = [jax.ShapeDtypeStruct(s, prng.jax_dtype(d), weak_type=w) for s, d, w in sigs]
         self._check_signature(args, kwargs)
         t0 = time.perf_counter()
-        with transforms.tracing(), \
+        with nesting.tracing(), \
                 distributed.binding(self.__name__, self.options.get("axis_name")) as env:
             closed = jax.make_jaxpr(flat_fun, axis_env=env)(*structs)
-        transforms.refuse_closed_over_tracers(self.__name__, closed)
+        nesting.refuse_closed_over_tracers(self.__name__, closed)
         t1 = time.perf_counter()
         graph = graph_from_jaxpr(closed, name=self.__name__,
                                  host=self.options.get("fallback", "host") == "host")
@@ -301,7 +187,7 @@ class Jitted:
         try:
             return self._key(args, kwargs)[0]
         except TracedArgument as e:
-            transforms.refuse(self.__name__, self.backend_name, e.args[0])
+            nesting.refuse(self.__name__, self.backend_name, e.args[0])
 
     def _lower(self, key, args, kwargs, traced=None):
         closed, graph, out_tree, timings, keys = traced or self._trace(key, args, kwargs)
@@ -321,7 +207,7 @@ class Jitted:
         try:
             key, leaves = self._key(args, kwargs)
         except TracedArgument as e:
-            if transforms.inside_trace():
+            if nesting.inside_trace():
                 return self.fun(*args, **kwargs)       # inlined into the outer rlx_jax trace
             return interop.bind(self, args, kwargs)    # one rlx_call primitive (interop.py)
         compiled = self._cache.get(key)

@@ -29,7 +29,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import transforms
+from . import nesting
 from .errors import BadArgumentError
 from .ir import prng
 
@@ -84,7 +84,7 @@ class RlxFunction:
     def out_avals(self, avals):
         out = self._avals.get(avals)
         if out is None:
-            with transforms.tracing():          # nested rlx_jax.jit functions are inlined
+            with nesting.tracing():          # nested rlx_jax.jit functions are inlined
                 shapes = jax.eval_shape(self.flat, *map(_struct, avals))
             out = self._avals[avals] = tuple(
                 jax.core.ShapedArray(s.shape, s.dtype, weak_type=s.weak_type) for s in shapes)
@@ -227,7 +227,7 @@ mlir.register_lowering(rlx_call_p, _lowering, cacheable=False)
 # ---- binding a Jitted call ----
 
 def _as_operand(x):
-    return x if isinstance(x, _OPERANDS) or transforms.is_tracer(x) else np.asarray(x)
+    return x if isinstance(x, _OPERANDS) or nesting.is_tracer(x) else np.asarray(x)
 
 
 def _key_data(x, path):

@@ -21,6 +21,11 @@ LOCATIONS = {
     "source_info": ("jax._src.source_info_util",),   # an eqn's user frame (frontend/trace.py)
     "windowed_reductions": ("jax._src.lax.windowed_reductions",),   # ir/reference.py
     "linalg": ("jax._src.lax.linalg",),                             # ir/reference_linalg.py
+    # the conformance runner (rlx_jax/conformance/): jit and JAX's test helpers, swapped
+    "api": ("jax._src.api",),
+    "test_util": ("jax._src.test_util",),
+    "core": ("jax._src.core",),
+    "pjit": ("jax._src.pjit",),
 }
 
 

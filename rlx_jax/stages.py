@@ -1,35 +1,21 @@
 """The stages of an rlx_jax.jit function, as `jax.stages` names them: `Jitted.trace(*args)` gives
-a `Traced` (the jaxpr and the traced IR graph), `.lower()` a `Lowered`, `.compile()` a `Compiled`.
-
-Estimates from the IR that `Compiled.cost_analysis()` and `Compiled.memory_analysis()` report,
-counted over the legalized graph (what the backend runs, host segments included):
-
-- flops: `DotGeneral` / `MatMul` 2 × output elements × contracted size; `Conv` 2 × output
-  elements × (weight elements / output features); elementwise kinds (`Activation`, `Binary`, `Compare`, `Where`, `Cast`) 1 per output element;
-  reductions and scans (`Reduce`, `ArgMax`, `ArgMin`, `Cumsum`, `CumProd`, `CumMax`, `Pool`) 1 per
-  input element; data movement (reshape, transpose, slices, concatenation, gathers, scatters,
-  broadcasts) 0; any other kind 1 per output element.
-- bytes accessed: for every node but the boundary (`Input`, `Constant`), the bytes of its
-  operands plus the bytes of its results, as XLA's cost analysis counts them.
-- Control flow (`If`, `While`, `Scan`): the node's own operands and results, plus its regions
-  counted once each (trip counts and taken branches are not known statically).
-- memory: arguments (the graph inputs), outputs (the graph outputs), temporaries (every other
-  node result, with no buffer reuse: an upper bound), constants (`Constant` nodes); aliasing is
-  never done (`donate_argnums` is accepted and not acted on), so `alias_size_in_bytes` is 0.
+a `Traced` (the jaxpr and the traced IR graph), `.lower()` a `Lowered` (legalized and placed for
+one backend and one input signature), `.compile()` a `Compiled` (callable). Their program texts
+are rlx_jax's IR or the backend's program, never StableHLO (`lowered_text`); their cost and
+memory estimates are in analysis.py.
 """
-import dataclasses
+import time
 
-import numpy as np
+import jax
 
+from . import analysis, debug_checks
+from . import options as _options
+from .arguments import with_weak_types
+from .backends.base import Executable, runtime_of
 from .errors import BadArgumentError
-from .ir.ops import OpKind as K
-
-_BOUNDARY = {K.Input, K.Constant}
-_ELEMENTWISE = {K.Activation, K.Binary, K.Compare, K.Where, K.Cast}
-_PER_INPUT = {K.Reduce, K.ArgMax, K.ArgMin, K.Cumsum, K.CumProd, K.CumMax, K.Pool}
-_MOVEMENT = {K.Reshape, K.Transpose, K.Narrow, K.Concat, K.Expand, K.Reverse, K.Gather,
-             K.ScatterAdd, K.Scatter, K.Slice, K.Pad, K.DynamicSlice, K.DynamicUpdateSlice,
-             K.Iota, K.Bitcast}
+from .numpy_rules import with_own_numpy_rules
+from .placement import warn_once
+from .placement.executable import PartitionedExecutable
 
 
 class Traced:
@@ -46,61 +32,117 @@ class Traced:
         return self.graph.as_text()
 
 
-@dataclasses.dataclass(frozen=True)
-class MemoryAnalysis:
-    """Bytes of a compiled program's values, from the IR (see the module docstring)."""
-    argument_size_in_bytes: int
-    output_size_in_bytes: int
-    temp_size_in_bytes: int
-    constant_size_in_bytes: int
-    alias_size_in_bytes: int = 0
+RECORDERS = []      # lists that each Compiled made is appended to (testing.recorded_programs)
 
 
-def node_flops(node):
-    kind, outs = node.kind, node.outputs
-    out_elems = sum(o.size for o in outs)
-    if kind in _BOUNDARY or kind in _MOVEMENT or node.regions:
-        return 0
-    if kind is K.DotGeneral:
-        (lhs_c, _), _ = node.attrs["dimension_numbers"]
-        return 2 * out_elems * int(np.prod([node.inputs[0].shape[d] for d in lhs_c]))
-    if kind is K.MatMul:
-        return 2 * out_elems * node.inputs[0].shape[-1]
-    if kind is K.Conv:
-        w = node.inputs[1]
-        out_features = w.shape[node.attrs["dimension_numbers"][1][0]]
-        return 2 * out_elems * (w.size // max(out_features, 1))
-    if kind in _PER_INPUT:
-        return node.inputs[0].size
-    return out_elems
+class Lowered:
+    """A traced and legalized program for one backend and one input signature."""
+
+    def __init__(self, graph, placement, options, in_tree, out_tree, timings, name,
+                 keys=None, out_weak=()):
+        self.graph, self._placement, self.keys = graph, placement, keys
+        self.out_weak = out_weak     # the jaxpr's output weak types (arguments.weak_types)
+        self.legalized, self.backend = placement.graph, placement.backend
+        self.options, self.in_tree, self.out_tree = options, in_tree, out_tree
+        self.timings, self.name = timings, name
+        self._backend_program = None
+        self.fallback = "host"           # jit's fallback (set by Jitted._lower)
+
+    def placement(self):
+        """Where each op runs (placement.Placement): the segments in order, device or host,
+        their ops (host ones with why), and the values crossing each boundary."""
+        return self._placement
+
+    def as_text(self, level="ir", **jax_keywords):
+        """level: "ir" (legalized), "traced", "placement" (the IR with each node's segment),
+        or "backend" (the backend's program); JAX's "stablehlo"/"hlo" are refused (lowered_text)."""
+        return lowered_text(self, level, jax_keywords)
+
+    def op_counts(self, level="ir"):
+        """OpKind name -> count of the legalized graph; level="backend": the backend's ops."""
+        if level == "ir":
+            return self.legalized.op_counts()
+        return self._program().op_counts()
+
+    @with_own_numpy_rules
+    def _program(self):
+        if not self._placement.device_only:
+            raise BadArgumentError(
+                f"'{self.name}' runs in {len(self._placement.segments)} segments (some on the "
+                f"host); its backend program is per segment: see Lowered.placement()")
+        if self._backend_program is None:
+            opts = {k: v for k, v in self.options.items() if k != "output"}
+            self._backend_program = self.backend.build_program(self.legalized, name=self.name,
+                                                               **opts)
+        return self._backend_program
+
+    @with_own_numpy_rules
+    def compile(self):
+        t0 = time.perf_counter()
+        opts = {k: v for k, v in self.options.items() if k != "output"}
+        if self._placement.device_only:
+            exe = self.backend.lower(self.legalized, name=self.name, **opts)
+        else:
+            warn_once(self._placement)
+            exe = PartitionedExecutable(self._placement, self.name, opts,
+                                        self.options.get("output", _options.DEFAULT_OUTPUT))
+        self.timings["lower"] = time.perf_counter() - t0
+        exe = self.backend.wrap_executable(exe, self)
+        compiled = Compiled(exe, self, self.options.get("output", _options.DEFAULT_OUTPUT))
+        for recorder in RECORDERS:           # testing.recorded_programs()
+            recorder.append(compiled)
+        return compiled
 
 
-def _node_bytes(node):
-    if node.kind in _BOUNDARY:
-        return 0
-    return sum(v.nbytes for v in node.inputs) + sum(v.nbytes for v in node.outputs)
+class Compiled:
+    """A lowered, ready executable; call it with the same argument structure as the function."""
 
+    def __init__(self, executable, lowered, output=_options.DEFAULT_OUTPUT):
+        self.executable = executable
+        self.lowered = lowered
+        self.output = output
+        convert = None if isinstance(executable, Executable) and executable.converts_output else \
+            lowered.backend.output_converter(output)
+        self._convert = with_weak_types(convert, lowered.out_weak if output == "jax" else ())
+        self._keys = lowered.keys          # arguments.KeyBoundary, or None
 
-def cost_analysis(graph):
-    """{"flops", "bytes accessed"} of `graph`, regions included (each once)."""
-    flops = nbytes = 0
-    for node in graph.walk():
-        flops += node_flops(node)
-        nbytes += _node_bytes(node)
-    return {"flops": float(flops), "bytes accessed": float(nbytes)}
+    @property
+    def runtime(self):
+        """What runs the program, read now ("mlx-eager" after an mx.compile failure on the
+        first call): "mlx-compiled", "mil-reference", "coreml", "xla"; "+host" with host parts."""
+        return runtime_of(self.executable, self.lowered.backend)
 
+    def call_flat(self, leaves):
+        if self._keys is not None:
+            leaves = self._keys.args(leaves)
+        outs = self.executable(*leaves)
+        if self._convert is not None:
+            outs = self._convert(outs)
+        if self._keys is not None:
+            outs = self._keys.results(outs)
+        if debug_checks.enabled():          # jax_debug_nans / jax_debug_infs
+            debug_checks.check(outs, self.lowered.name)
+        return jax.tree_util.tree_unflatten(self.lowered.out_tree, outs)
 
-def memory_analysis(graph):
-    outputs = {v.id for v in graph.outputs}
-    temp = const = 0
-    for node in graph.walk():
-        if node.kind is K.Constant:
-            const += sum(o.nbytes for o in node.outputs)
-        elif node.kind not in _BOUNDARY:
-            temp += sum(o.nbytes for o in node.outputs if o.id not in outputs)
-    return MemoryAnalysis(argument_size_in_bytes=sum(v.nbytes for v in graph.inputs),
-                          output_size_in_bytes=sum(v.nbytes for v in graph.outputs),
-                          temp_size_in_bytes=temp, constant_size_in_bytes=const)
+    def as_text(self):
+        """The backend's program (device-only programs of MLX and Core ML), else the IR with
+        each node's segment."""
+        return compiled_text(self.lowered)
+
+    def cost_analysis(self):
+        """{"flops", "bytes accessed"} estimated from the legalized IR (analysis.py: the rules)."""
+        return analysis.cost_analysis(self.lowered.legalized)
+
+    def memory_analysis(self):
+        """analysis.MemoryAnalysis: argument, output, temporary and constant bytes of the IR."""
+        return analysis.memory_analysis(self.lowered.legalized)
+
+    def __call__(self, *args, **kwargs):
+        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        if tree != self.lowered.in_tree:
+            raise BadArgumentError(
+                f"compiled for inputs {self.lowered.in_tree}, called with {tree}")
+        return self.call_flat(leaves)
 
 
 def compiled_text(lowered):

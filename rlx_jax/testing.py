@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import api
+from . import stages
 from .api import jit
 from .backends.base import Executable
 
@@ -126,11 +126,11 @@ def recorded_programs():
     """Collects every `Compiled` that rlx_jax builds while the block runs (every thread), in
     order: `with recorded_programs() as programs: ...`, then check `programs`."""
     got = []
-    api.RECORDERS.append(got)
+    stages.RECORDERS.append(got)
     try:
         yield got
     finally:
-        api.RECORDERS.remove(got)
+        stages.RECORDERS.remove(got)
 
 
 def where_ran(compiled):

@@ -245,8 +245,8 @@ def test_other_backends_refuse_a_group_of_several(uninitialised, backend):
 def test_pmean_of_a_pytree_is_one_all_reduce_per_dtype(single):
     """jax.lax.pmean of a gradient pytree stages one psum per leaf; the MLX program combines
     the consecutive ones of a dtype into one AllReduce over the leaves concatenated
-    (passes/combine.py), and the leaves come back with their own shapes and values."""
-    from rlx_jax.passes.combine import combine_all_reduces
+    (backends/mlx/combine.py), and the leaves come back with their own shapes and values."""
+    from rlx_jax.backends.mlx.combine import combine_all_reduces
     from rlx_jax.ir.ops import OpKind as K
     g = {"a": np.ones(3, np.float32), "b": np.arange(4, dtype=np.float32).reshape(2, 2),
          "c": np.arange(5, dtype=np.float32), "n": np.ones(2, np.int32)}

@@ -8,6 +8,8 @@ import unittest
 
 import jax
 
+from ..jax_internals import module
+
 FILES = ("lax_test", "lax_autodiff_test", "lax_numpy_test", "lax_numpy_operators_test",
          "lax_numpy_reducers_test", "lax_numpy_indexing_test", "lax_control_flow_test",
          "nn_test", "random_lax_test", "random_test", "linalg_test", "fft_test",
@@ -82,7 +84,7 @@ def _walk(suite):
 
 def case_ids(module):
     """'Class.method' of every case, as JAX's loader (jtu.JaxTestLoader) lists them."""
-    from jax._src import test_util as jtu
+    jtu = module("test_util")
     suite = jtu.JaxTestLoader().loadTestsFromModule(module)
     out = []
     for t in _walk(suite):

@@ -6,9 +6,10 @@ instead, cached per jaxpr. While rlx_jax itself runs (its xla backend, host segm
 compile path is used, so nothing recurses."""
 import threading
 
-from jax._src import core, pjit
-
 from .. import api as rlx_api
+from ..jax_internals import module
+
+core, pjit = module("core"), module("pjit")
 
 _ORIGINAL = pjit._pjit_call_impl_python
 

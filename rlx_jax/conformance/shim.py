@@ -5,13 +5,15 @@ import functools
 import sys
 
 import jax
-from jax._src import api as jax_api
-
 from .. import api as rlx_api
+from .. import stages as rlx_stages
+from ..jax_internals import module
+
+jax_api = module("api")
 
 _ORIGINAL = {"jax": jax.jit, "api": jax_api.jit}
 _WATCHED = {}      # class -> its own as_text
-_CALL_FLAT = rlx_api.Compiled.call_flat
+_CALL_FLAT = rlx_stages.Compiled.call_flat
 _COUNTERS = {}     # jax._src.test_util.count_* -> the original
 
 
@@ -46,13 +48,13 @@ class Shim:
             return self.jit(fun, _depth=2, **kwargs)
         jit.__doc__ = self.jit.__doc__
         jax.jit = jax_api.jit = jit
-        for cls in (rlx_api.Lowered, rlx_api.Compiled):
+        for cls in (rlx_stages.Lowered, rlx_stages.Compiled):
             self._watch(cls)
         def call_flat(compiled, leaves):      # every rlx_jax execution, cached ones included
             self.calls += 1
             return _CALL_FLAT(compiled, leaves)
-        rlx_api.Compiled.call_flat = call_flat
-        from jax._src import test_util as jtu
+        rlx_stages.Compiled.call_flat = call_flat
+        jtu = module("test_util")
         for name in [n for n in dir(jtu) if n.startswith("count_")]:
             self._watch_counter(jtu, name)
         return self
@@ -83,9 +85,9 @@ class Shim:
     @staticmethod
     def uninstall():
         jax.jit, jax_api.jit = _ORIGINAL["jax"], _ORIGINAL["api"]
-        rlx_api.Compiled.call_flat = _CALL_FLAT
+        rlx_stages.Compiled.call_flat = _CALL_FLAT
         for cls, original in _WATCHED.items():
             cls.as_text = original
-        from jax._src import test_util as jtu
+        jtu = module("test_util")
         for name, original in _COUNTERS.items():
             setattr(jtu, name, original)

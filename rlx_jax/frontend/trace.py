@@ -21,7 +21,7 @@ from ..ir.ops import OpKind
 from ..ir.rewrite import dce
 from ..jax_internals import module
 from ..numpy_rules import with_own_numpy_rules
-from ..transforms import tracing
+from ..nesting import tracing
 from .rules import JAXPR_RULES, REFUSED, UNSUPPORTED
 
 

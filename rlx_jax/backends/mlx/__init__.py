@@ -69,14 +69,14 @@ class MlxBackend(Backend):
 
     def lower(self, graph, name=None, **options):
         """The executable of a device graph; consecutive all-reduces (a pmean of a gradient
-        pytree) become one (passes/combine.py)."""
-        from ...passes.combine import combine_all_reduces
+        pytree) become one (combine.py)."""
+        from .combine import combine_all_reduces
         from .lower import lower
         return lower(combine_all_reduces(graph), name=name, **options)
 
     def build_program(self, graph, name=None, **options):
         """MLX primitive counts / DOT text of the lowered graph (`Lowered.op_counts("backend")`)."""
-        from ...passes.combine import combine_all_reduces
+        from .combine import combine_all_reduces
         from .lower import build_program
         return build_program(combine_all_reduces(graph), name=name, **options)
 

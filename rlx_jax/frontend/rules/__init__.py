@@ -32,7 +32,7 @@ UNSUPPORTED = {
 REFUSED = frozenset(("rng_uniform", "io_callback", "all_to_all", "shard_map"))
 HOST_RUNNABLE = frozenset(UNSUPPORTED) - REFUSED     # the listed ones kept with fallback="host"
 
-from . import elementwise, linalg, reduce, shape, index, conv, control, random  # noqa: E402,F401
+from . import elementwise, dot, reduce, shape, index, conv, control, random  # noqa: E402,F401
 from . import decompositions  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
 from . import collectives  # noqa: E402,F401

@@ -5,7 +5,7 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from . import decomp
-from ._util import lift, onehot, softmax
+from .formulas import lift, onehot, softmax
 
 
 @decomp(K.Softmax)

@@ -6,7 +6,7 @@ from ...ir.ops import OpKind as K
 from ...ir.reference import (conv2d_backward_input, conv2d_backward_weight,
                              gather_dimension_numbers)
 from . import decomp
-from ._util import inline
+from .formulas import inline
 
 
 @decomp(K.CumsumBackward)

@@ -28,7 +28,7 @@ from ...ir.graph import Builder
 from ...ir.ops import OpKind as K
 from ...ir.rewrite import copy_node
 from . import decomp
-from ._util import inline
+from .formulas import inline
 
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 PARITY = 0x1BD11BDA

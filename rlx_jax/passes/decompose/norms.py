@@ -1,7 +1,7 @@
 """Decompositions of the normalizations (forward and backward) into primitive IR."""
 from ...ir.ops import OpKind as K
 from . import decomp
-from ._util import centered_grad, lift, mean, normalize, rows_sum, vec
+from .formulas import centered_grad, lift, mean, normalize, rows_sum, vec
 
 
 @decomp(K.LayerNorm)

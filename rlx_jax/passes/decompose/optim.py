@@ -4,7 +4,7 @@ user's optax code computed, operation for operation."""
 from ...ir.ops import OpKind as K
 from ...ir.reference_optim import adam_update
 from . import decomp
-from ._util import inline
+from .formulas import inline
 
 
 @decomp(K.AdamUpdate)

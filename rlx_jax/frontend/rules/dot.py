@@ -1,4 +1,4 @@
-"""Contractions."""
+"""dot_general (contractions; the linear-algebra primitives are in decompositions.py)."""
 import numpy as np
 
 from ...ir.ops import OpKind as K

@@ -1,4 +1,6 @@
-"""Builder helpers shared by the decomposition families (all O(1) nodes in tensor sizes).
+"""The formulas the decomposition families share, as IR builders: mean, normalization and its
+centered gradient, softmax, one-hot, broadcasting helpers, and `inline` (a JAX function traced
+into the graph). All are O(1) nodes in tensor sizes.
 
 Operands of Binary/Where broadcast numpy-style at equal rank (size-1 axes): statistics are kept
 with `keepdims`, parameter vectors are reshaped to [1, ..., 1, D].

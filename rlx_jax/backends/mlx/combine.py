@@ -9,8 +9,8 @@ Given / Result:
     -> %4 = Concat[axis=0] (Reshape %0 to [3]), (Reshape %1 to [4]) ; %5 = AllReduce %4
        %2 = Reshape (Narrow %5 0..3) ; %3 = Reshape (Narrow %5 3..7) to [2,2]
 """
-from ..ir.ops import OpKind as K
-from ..ir.rewrite import rewrite
+from ...ir.ops import OpKind as K
+from ...ir.rewrite import rewrite
 
 
 def _key(n):
