@@ -10,9 +10,9 @@ and the attention of nn.MultiheadAttention, each under jax.vmap as they are call
 alone and as the joint forward + backward of `jax.vjp` (backward outputs read the forward's
 residuals). A library that is not installed only leaves its templates out.
 
-Appended below: jax.nn.softmax over any one axis, flax GroupNorm (with and without scale / bias,
-both variances) and equinox RMSNorm (with and without its bias), whose axis and group count are
-read off the user's graph (`Reference.derive`).
+Then the references whose parameters are read off the user's graph (`Reference.derive`):
+jax.nn.softmax over any one axis, flax GroupNorm (with and without scale / bias, both
+variances; its group count) and equinox RMSNorm (with and without its bias).
 """
 import functools
 import sys
@@ -152,15 +152,16 @@ def _attn_fill(bound):
     return {"dy": (q[0][:-1] + v[0][-1:], q[1]), **bound, "v": v}
 
 
-# ---- the table: each formula forward alone (key) and with its jax.vjp (key + "_vjp") ----
+# ---- the table: each formula forward alone (key) and with its jax.vjp (vjp_key) ----
 R = {}
 
 
-def _pair(key, name, fn, inputs, n, example, fill, **kw):
-    """Registers fn (forward) and the joint forward + backward of its first n inputs."""
+def _pair(key, vjp_key, name, fn, inputs, n, example, fill, **kw):
+    """Registers fn (forward, R[key]) and the joint forward + backward of its first n inputs
+    (R[vjp_key])."""
     inputs = tuple(inputs)
     R[key] = Reference(name, _one(fn), inputs, example, **kw)
-    R[key + "_vjp"] = Reference(f"vjp({name})", _vjp(fn, n), inputs + ("dy",), example,
+    R[vjp_key] = Reference(f"vjp({name})", _vjp(fn, n), inputs + ("dy",), example,
                                 fill=fill, **kw)
 
 
@@ -169,49 +170,52 @@ def _norm_example(*vecs):
 
 
 NORM = {"params": {"eps": EPS}, "trigger": {(K.Activation, "rsqrt")}}
-_pair("softmax", "jax.nn.softmax", jax.nn.softmax, "x", 1, lambda r: _x(r, "x", "dy"),
-      _vec(""), trigger={(K.Activation, "exp")})
-_pair("ln", "flax LayerNorm", _flax_ln(True), "xgb", 3, _norm_example("g", "b"), _vec("gb"),
-      **NORM)
-_pair("ln2", "flax LayerNorm(use_fast_variance=False)", _flax_ln(False), "xgb", 3,
+_pair("softmax", "softmax_vjp", "jax.nn.softmax", jax.nn.softmax, "x", 1,
+      lambda r: _x(r, "x", "dy"), _vec(""), trigger={(K.Activation, "exp")})
+_pair("ln", "ln_vjp", "flax LayerNorm", _flax_ln(True), "xgb", 3, _norm_example("g", "b"),
+      _vec("gb"), **NORM)
+_pair("ln2", "ln2_vjp", "flax LayerNorm(use_fast_variance=False)", _flax_ln(False), "xgb", 3,
       _norm_example("g", "b"), _vec("gb"), **NORM)
-_pair("ln_nobias", "flax LayerNorm(use_bias=False)", _flax_ln(True, bias=False), "xg", 2,
-      _norm_example("g"), _vec("g"), **NORM)
-_pair("ln_noscale", "flax LayerNorm(use_scale=False)", _flax_ln(True, scale=False), "xb", 2,
-      _norm_example("b"), _vec("b"), **NORM)
-_pair("ln_noaffine", "flax LayerNorm(use_scale=False, use_bias=False)",
+_pair("ln_nobias", "ln_nobias_vjp", "flax LayerNorm(use_bias=False)", _flax_ln(True, bias=False),
+      "xg", 2, _norm_example("g"), _vec("g"), **NORM)
+_pair("ln_noscale", "ln_noscale_vjp", "flax LayerNorm(use_scale=False)",
+      _flax_ln(True, scale=False), "xb", 2, _norm_example("b"), _vec("b"), **NORM)
+_pair("ln_noaffine", "ln_noaffine_vjp", "flax LayerNorm(use_scale=False, use_bias=False)",
       _flax_ln(True, False, False), "x", 1, _norm_example(), _vec(""), **NORM)
-_pair("eqx_ln", "equinox LayerNorm", _eqx_ln, "xgb", 3, _norm_example("g", "b"), _vec("gb"),
-      **NORM)
-_pair("rms", "flax RMSNorm", _flax_rms, "xg", 2, _norm_example("g"), _vec("g"), **NORM)
-_pair("rms_jnp", "x * rsqrt(mean(x**2) + eps) * g", _jnp_rms, "xg", 2, _norm_example("g"),
-      _vec("g"), **NORM)
-_pair("sce", "optax softmax_cross_entropy_with_integer_labels", _optax_sce,
+_pair("eqx_ln", "eqx_ln_vjp", "equinox LayerNorm", _eqx_ln, "xgb", 3, _norm_example("g", "b"),
+      _vec("gb"), **NORM)
+_pair("rms", "rms_vjp", "flax RMSNorm", _flax_rms, "xg", 2, _norm_example("g"), _vec("g"), **NORM)
+_pair("rms_jnp", "rms_jnp_vjp", "x * rsqrt(mean(x**2) + eps) * g", _jnp_rms, "xg", 2,
+      _norm_example("g"), _vec("g"), **NORM)
+_pair("sce", "sce_vjp", "optax softmax_cross_entropy_with_integer_labels", _optax_sce,
       ("logits", "labels"), 1, _sce_example, _sce_fill, trigger={(K.Activation, "log")})
 
 ATTN = {"ranks": (4,), "trigger": {(K.DotGeneral, None), (K.Activation, "exp")}}
 QKV, QKVM = ("q", "k", "v"), ("q", "k", "v", "mask")
-_pair("attn", "flax dot_product_attention", _flax_attention, QKV, 3, _attn_example,
+_pair("attn", "attn_vjp", "flax dot_product_attention", _flax_attention, QKV, 3, _attn_example,
       _attn_fill, **ATTN)
-_pair("attn_mask", "flax dot_product_attention(mask)", _flax_attention, QKVM, 3,
+_pair("attn_mask", "attn_mask_vjp", "flax dot_product_attention(mask)", _flax_attention, QKVM, 3,
       lambda r: _attn_example(r, "flax"), _attn_fill, **ATTN)
-_pair("eqx_attn", "equinox MultiheadAttention's attention", _eqx_attention, QKV, 3,
+_pair("eqx_attn", "eqx_attn_vjp", "equinox MultiheadAttention's attention", _eqx_attention, QKV, 3,
       _attn_example, _attn_fill, **ATTN)
-_pair("eqx_attn_mask", "equinox MultiheadAttention's attention(mask)", _eqx_attention,
-      QKVM, 3, lambda r: _attn_example(r, "eqx"), _attn_fill, **ATTN)
-for _key, _causal, _extra, _mask in (("jax_attn", False, (), None),
-                                     ("jax_attn_causal", True, (), None),
-                                     ("jax_attn_mask", False, ("mask",), "bool"),
-                                     ("jax_attn_bias", False, ("bias",), "bias")):
-    _pair(_key, f"jax.nn.dot_product_attention(is_causal={_causal}, {', '.join(_extra)})",
+_pair("eqx_attn_mask", "eqx_attn_mask_vjp", "equinox MultiheadAttention's attention(mask)",
+      _eqx_attention, QKVM, 3, lambda r: _attn_example(r, "eqx"), _attn_fill, **ATTN)
+for _key, _vjp_key, _causal, _extra, _mask in (
+        ("jax_attn", "jax_attn_vjp", False, (), None),
+        ("jax_attn_causal", "jax_attn_causal_vjp", True, (), None),
+        ("jax_attn_mask", "jax_attn_mask_vjp", False, ("mask",), "bool"),
+        ("jax_attn_bias", "jax_attn_bias_vjp", False, ("bias",), "bias")):
+    _pair(_key, _vjp_key,
+          f"jax.nn.dot_product_attention(is_causal={_causal}, {', '.join(_extra)})",
           _jax_attention(_causal, _extra), QKVM if _extra else QKV, 3,
           functools.partial(_attn_example, mask=_mask, dv=4), _attn_fill, params={"scale": SCALE},
           **{**ATTN, "ranks": (4, 5) if _mask else (4,)})
 
-for _name, _fn, _fn_used in (("gelu_tanh", jax.nn.gelu, "tanh"),
-                             ("gelu", lambda x: jax.nn.gelu(x, approximate=False), "erfc"),
-                             ("silu", jax.nn.silu, "sigmoid")):
-    _pair(_name, f"jax.nn.{_name}", _fn, "x", 1, lambda r: _x(r, "x", "dy"), _vec(""),
+for _name, _vjp_name, _fn, _fn_used in (
+        ("gelu_tanh", "gelu_tanh_vjp", jax.nn.gelu, "tanh"),
+        ("gelu", "gelu_vjp", lambda x: jax.nn.gelu(x, approximate=False), "erfc"),
+        ("silu", "silu_vjp", jax.nn.silu, "sigmoid")):
+    _pair(_name, _vjp_name, f"jax.nn.{_name}", _fn, "x", 1, lambda r: _x(r, "x", "dy"), _vec(""),
           ranks=(2,), trigger={(K.Activation, _fn_used)})
 
 
@@ -227,7 +231,7 @@ def _softmax_at(x, *, axis=-1):
     return jax.nn.softmax(x, axis=axis)
 
 
-_pair("softmax_axis", "jax.nn.softmax(axis=k)", _softmax_at, "x", 1,
+_pair("softmax_axis", "softmax_axis_vjp", "jax.nn.softmax(axis=k)", _softmax_at, "x", 1,
       lambda r: _x(r, "x", "dy"), _vec(""), trigger={(K.Activation, "exp")},
       derive=_softmax_axis)
 
@@ -263,14 +267,15 @@ def _gn_example(*vecs):
 
 
 GN = {**NORM, "derive": _groups, "ranks": (2, 3, -2, -3)}
-_pair("gn", "flax GroupNorm", _flax_gn(), "xgb", 3, _gn_example("g", "b"), _vec("gb"), **GN)
-_pair("gn2", "flax GroupNorm(use_fast_variance=False)", _flax_gn(fast=False), "xgb", 3,
+_pair("gn", "gn_vjp", "flax GroupNorm", _flax_gn(), "xgb", 3, _gn_example("g", "b"), _vec("gb"),
+      **GN)
+_pair("gn2", "gn2_vjp", "flax GroupNorm(use_fast_variance=False)", _flax_gn(fast=False), "xgb", 3,
       _gn_example("g", "b"), _vec("gb"), **GN)
-_pair("gn_nobias", "flax GroupNorm(use_bias=False)", _flax_gn(bias=False), "xg", 2,
-      _gn_example("g"), _vec("g"), **GN)
-_pair("gn_noscale", "flax GroupNorm(use_scale=False)", _flax_gn(scale=False), "xb", 2,
-      _gn_example("b"), _vec("b"), **GN)
-_pair("gn_noaffine", "flax GroupNorm(use_scale=False, use_bias=False)",
+_pair("gn_nobias", "gn_nobias_vjp", "flax GroupNorm(use_bias=False)", _flax_gn(bias=False), "xg",
+      2, _gn_example("g"), _vec("g"), **GN)
+_pair("gn_noscale", "gn_noscale_vjp", "flax GroupNorm(use_scale=False)", _flax_gn(scale=False),
+      "xb", 2, _gn_example("b"), _vec("b"), **GN)
+_pair("gn_noaffine", "gn_noaffine_vjp", "flax GroupNorm(use_scale=False, use_bias=False)",
       _flax_gn(False, False), "x", 1, _gn_example(), _vec(""), **GN)
 
 
@@ -282,11 +287,11 @@ def _eqx_rms(x, g, *b, eps):
     return _vmapped(m, x.ndim - 1)(x)
 
 
-_pair("eqx_rms", "equinox RMSNorm", _eqx_rms, "xgb", 3, _norm_example("g", "b"), _vec("gb"),
-      **NORM)
-_pair("eqx_rms_nobias", "equinox RMSNorm(use_bias=False)", _eqx_rms, "xg", 2,
+_pair("eqx_rms", "eqx_rms_vjp", "equinox RMSNorm", _eqx_rms, "xgb", 3, _norm_example("g", "b"),
+      _vec("gb"), **NORM)
+_pair("eqx_rms_nobias", "eqx_rms_nobias_vjp", "equinox RMSNorm(use_bias=False)", _eqx_rms, "xg", 2,
       _norm_example("g"), _vec("g"), **NORM)
 
 # (jax.grad of a log_softmax alone has no log: its backward reads only exp(x - max))
-_pair("log_softmax", "jax.nn.log_softmax", jax.nn.log_softmax, "x", 1,
+_pair("log_softmax", "log_softmax_vjp", "jax.nn.log_softmax", jax.nn.log_softmax, "x", 1,
       lambda r: _x(r, "x", "dy"), _vec(""), trigger={(K.Activation, "exp")})

@@ -144,40 +144,23 @@ RMS_DX, RMS_DG = _norm(K.RmsNormBackwardInput, ("x", "g", "dy")), \
     _norm(K.RmsNormBackwardGamma, ("x", "dy"))
 
 
-def _fwd_bwd(key, fwd, *bwd):
-    """The forward alone, then the joint forward and backward: output 0 the forward, output
-    i the replacement bwd[i - 1] (None: not replaced)."""
-    return [Pattern(R[key], 0, fwd), Pattern(R[key + "_vjp"], 0, fwd)] + [
-        Pattern(R[key + "_vjp"], i + 1, r) for i, r in enumerate(bwd) if r is not None]
+def _fwd_bwd(key, vjp_key, fwd, *bwd):
+    """The forward alone (R[key]), then the joint forward and backward (R[vjp_key]): output 0
+    the forward, output i the replacement bwd[i - 1] (None: not replaced)."""
+    return [Pattern(R[key], 0, fwd), Pattern(R[vjp_key], 0, fwd)] + [
+        Pattern(R[vjp_key], i + 1, r) for i, r in enumerate(bwd) if r is not None]
 
 
-def _attn_family(key, causal=False, mask_kind="bool"):
+def _attn_family(key, vjp_key, causal=False, mask_kind="bool"):
     fwd = _attention(causal, mask_kind)
     grads = [_attention_grad(i, causal, mask_kind) for i in range(3)]
-    return [Pattern(R[key + "_vjp"], 0, fwd)] + [
-        Pattern(R[key + "_vjp"], i + 1, g) for i, g in enumerate(grads)] + [
+    return [Pattern(R[vjp_key], 0, fwd)] + [
+        Pattern(R[vjp_key], i + 1, g) for i, g in enumerate(grads)] + [
         Pattern(R[key], 0, fwd)]
 
 
-# reference, output, replacement; tried in this order at a node of the root's kind
-PATTERNS = [
-    *_attn_family("attn"), *_attn_family("attn_mask"),
-    *_attn_family("eqx_attn"), *_attn_family("eqx_attn_mask"),
-    *_attn_family("jax_attn"), *_attn_family("jax_attn_causal", causal=True),
-    *_attn_family("jax_attn_mask"), *_attn_family("jax_attn_bias", mask_kind="additive"),
-    *_fwd_bwd("softmax", _softmax, _softmax_grad),
-    *_fwd_bwd("ln", LN_FWD, LN_DX, LN_DG), *_fwd_bwd("ln2", LN_FWD, LN_DX, LN_DG),
-    *_fwd_bwd("eqx_ln", LN_FWD, LN_DX, LN_DG),
-    *_fwd_bwd("ln_nobias", LN_FWD, LN_DX, LN_DG), *_fwd_bwd("ln_noscale", LN_FWD, LN_DX),
-    *_fwd_bwd("ln_noaffine", LN_FWD, LN_DX),
-    *_fwd_bwd("rms", RMS_FWD, RMS_DX, RMS_DG), *_fwd_bwd("rms_jnp", RMS_FWD, RMS_DX, RMS_DG),
-    *_fwd_bwd("sce", _sce, _sce_grad),
-] + [p for fn in ("gelu_tanh", "gelu", "silu") for p in _fwd_bwd(fn, _act(fn), _act_grad(fn))] + [
-    *_fwd_bwd("log_softmax", _log_softmax, _log_softmax_grad),
-]
-
-
-# ---- softmax over any one axis, flax GroupNorm, equinox RMSNorm ----
+# ---- the replacements of the derived references: softmax over any one axis, flax
+# GroupNorm, equinox RMSNorm ----
 def _softmax_k(b, o, p, root):
     return emit(b, K.Softmax, (o["x"],), {"axis": p["axis"] % o["x"].ndim})
 
@@ -205,11 +188,38 @@ def _group(kind, names):
 
 GN_FWD, GN_DX = _group(K.GroupNorm, "xgb"), _group(K.GroupNormBackwardInput, ("x", "g", "dy"))
 GN_DG = _group(K.GroupNormBackwardGamma, ("x", "dy"))
-PATTERNS += [
-    *_fwd_bwd("softmax_axis", _softmax_k, _softmax_k_grad),
-    *_fwd_bwd("gn", GN_FWD, GN_DX, GN_DG), *_fwd_bwd("gn2", GN_FWD, GN_DX, GN_DG),
-    *_fwd_bwd("gn_nobias", GN_FWD, GN_DX, GN_DG), *_fwd_bwd("gn_noscale", GN_FWD, GN_DX),
-    *_fwd_bwd("gn_noaffine", GN_FWD, GN_DX),
-    *_fwd_bwd("eqx_rms", _norm(K.RmsNorm, "xgb", has_beta=True), RMS_DX, RMS_DG),
-    *_fwd_bwd("eqx_rms_nobias", RMS_FWD, RMS_DX, RMS_DG),
+
+
+# reference, output, replacement; tried in this order at a node of the root's kind
+PATTERNS = [
+    *_attn_family("attn", "attn_vjp"),
+    *_attn_family("attn_mask", "attn_mask_vjp"),
+    *_attn_family("eqx_attn", "eqx_attn_vjp"),
+    *_attn_family("eqx_attn_mask", "eqx_attn_mask_vjp"),
+    *_attn_family("jax_attn", "jax_attn_vjp"),
+    *_attn_family("jax_attn_causal", "jax_attn_causal_vjp", causal=True),
+    *_attn_family("jax_attn_mask", "jax_attn_mask_vjp"),
+    *_attn_family("jax_attn_bias", "jax_attn_bias_vjp", mask_kind="additive"),
+    *_fwd_bwd("softmax", "softmax_vjp", _softmax, _softmax_grad),
+    *_fwd_bwd("ln", "ln_vjp", LN_FWD, LN_DX, LN_DG),
+    *_fwd_bwd("ln2", "ln2_vjp", LN_FWD, LN_DX, LN_DG),
+    *_fwd_bwd("eqx_ln", "eqx_ln_vjp", LN_FWD, LN_DX, LN_DG),
+    *_fwd_bwd("ln_nobias", "ln_nobias_vjp", LN_FWD, LN_DX, LN_DG),
+    *_fwd_bwd("ln_noscale", "ln_noscale_vjp", LN_FWD, LN_DX),
+    *_fwd_bwd("ln_noaffine", "ln_noaffine_vjp", LN_FWD, LN_DX),
+    *_fwd_bwd("rms", "rms_vjp", RMS_FWD, RMS_DX, RMS_DG),
+    *_fwd_bwd("rms_jnp", "rms_jnp_vjp", RMS_FWD, RMS_DX, RMS_DG),
+    *_fwd_bwd("sce", "sce_vjp", _sce, _sce_grad),
+    *_fwd_bwd("gelu_tanh", "gelu_tanh_vjp", _act("gelu_tanh"), _act_grad("gelu_tanh")),
+    *_fwd_bwd("gelu", "gelu_vjp", _act("gelu"), _act_grad("gelu")),
+    *_fwd_bwd("silu", "silu_vjp", _act("silu"), _act_grad("silu")),
+    *_fwd_bwd("log_softmax", "log_softmax_vjp", _log_softmax, _log_softmax_grad),
+    *_fwd_bwd("softmax_axis", "softmax_axis_vjp", _softmax_k, _softmax_k_grad),
+    *_fwd_bwd("gn", "gn_vjp", GN_FWD, GN_DX, GN_DG),
+    *_fwd_bwd("gn2", "gn2_vjp", GN_FWD, GN_DX, GN_DG),
+    *_fwd_bwd("gn_nobias", "gn_nobias_vjp", GN_FWD, GN_DX, GN_DG),
+    *_fwd_bwd("gn_noscale", "gn_noscale_vjp", GN_FWD, GN_DX),
+    *_fwd_bwd("gn_noaffine", "gn_noaffine_vjp", GN_FWD, GN_DX),
+    *_fwd_bwd("eqx_rms", "eqx_rms_vjp", _norm(K.RmsNorm, "xgb", has_beta=True), RMS_DX, RMS_DG),
+    *_fwd_bwd("eqx_rms_nobias", "eqx_rms_nobias_vjp", RMS_FWD, RMS_DX, RMS_DG),
 ]
