@@ -54,8 +54,8 @@ import os, sys, time
 from rlx_jax import cache
 
 from bench_mlx import bench  # noqa: E402  (the median-of-n timer; benchmarks/ is on sys.path)
-from rlx_jax.backends.coreml import package_cache
-from rlx_jax.backends.coreml.executor import MilReferenceExecutor
+from rlx_jax.backends.coreml.package import cache as package_cache
+from rlx_jax.backends.coreml.executor.reference import MilReferenceExecutor
 path, warm_up = sys.argv[1:3]
 with package_cache.MIL_LOCK:
     MilReferenceExecutor(warm_up)
@@ -83,8 +83,8 @@ def fresh_process(path, warm_up, rounds):
 
 
 def coreml_rows(dims, rounds):
-    from rlx_jax.backends.coreml import package_cache
-    from rlx_jax.backends.coreml.executor import MilReferenceExecutor
+    from rlx_jax.backends.coreml.package import cache as package_cache
+    from rlx_jax.backends.coreml.executor.reference import MilReferenceExecutor
     rows = []
     warm_up = package_of(4, 4)
     for dim_in, dim_out in dims:

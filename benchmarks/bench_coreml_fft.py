@@ -1,4 +1,4 @@
-"""FFTs on Core ML as DFT matmuls (backends/coreml/complex_dft.py): accuracy, size and time
+"""FFTs on Core ML as DFT matmuls (backends/coreml/passes/complex_dft.py): accuracy, size and time
 against JAX's FFT, per transform length, side by side in one run.
 
 For rfft (x: f32[B, n] -> its real and imaginary parts) and irfft (the parts of a half
@@ -23,7 +23,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import rlx_jax  # noqa: E402
-from rlx_jax.backends.coreml import complex_dft  # noqa: E402
+from rlx_jax.backends.coreml.passes import complex_dft  # noqa: E402
 from rlx_jax.ir.ops import OpKind as K  # noqa: E402
 
 R = np.random.default_rng(0)

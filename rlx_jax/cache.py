@@ -10,7 +10,7 @@ CacheDirError raised.
 an flock, so a process killed while holding it releases it.
 
 Every entry is checked against a content hash recorded when it was written (`content_hash`,
-HASH) before it is used: a Core ML package (package_cache.py), an MLX kernel library
+HASH) before it is used: a Core ML package (coreml/package/cache.py), an MLX kernel library
 (kernel_cache.py), a traced pattern graph (template_cache.py). `Checked` remembers, per process,
 what a file's hash was found to be, so an unchanged file (same inode, size and mtime) is hashed
 once per process.

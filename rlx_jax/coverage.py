@@ -111,7 +111,7 @@ def op_coverage_markdown(backends=None):
              "kind are not lowered), **rewritten** (turned into kinds the backend lowers by its "
              "own graph rewrite where the node allows it, the rest on the host: Core ML's "
              "complex values as float32 (re, im) pairs and FFTs as DFT matmuls, "
-             "`backends/coreml/complex_pairs.py`), **—** (not lowered by the backend: such nodes run on the "
+             "`backends/coreml/passes/complex_pairs.py`), **—** (not lowered by the backend: such nodes run on the "
              "host in reported segments with `fallback=\"host\"`, the default, and "
              "legalization refuses them naming each with `fallback=\"error\"`). The kinds on typed PRNG keys (Random*) are "
              "decomposed by key physicalization (`passes/decompose/keys.py`): keys become "

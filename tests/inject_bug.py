@@ -16,12 +16,10 @@ from rlx_jax.ir.ops import OpKind
 
 
 def _tables():
-    from rlx_jax.backends.coreml.mil import load_families
-    from rlx_jax.backends.coreml.table import MIL_RULES
+    from rlx_jax.backends.coreml.mil.table import MIL_RULES   # the package fills it
     from rlx_jax.backends.mlx import lower  # noqa: F401  (fills MLX_RULES)
     from rlx_jax.backends.mlx.table import MLX_RULES
     from rlx_jax.passes.decompose import DECOMPS
-    load_families()
     return {"mil": MIL_RULES, "mlx": MLX_RULES, "decomp": DECOMPS}
 
 

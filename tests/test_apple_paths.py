@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import rlx_jax
-from rlx_jax.backends.coreml import runtime
-from rlx_jax.backends.coreml.executor import MilReferenceExecutor
+from rlx_jax.backends.coreml.package import runtime
+from rlx_jax.backends.coreml.executor.reference import MilReferenceExecutor
 
 _ARRAY_TYPES = {65568: np.float32, 65552: np.float16, 131104: np.int32}  # MLMultiArray codes
 

@@ -92,7 +92,7 @@ def _entry(cache):
 
 @needs_coreml
 def test_flipped_weights_are_found_in_the_next_process_and_rebuilt(cache):
-    from rlx_jax.backends.coreml.package_cache import problem
+    from rlx_jax.backends.coreml.package.cache import problem
     assert "cannot be used" not in _run(cache, "coreml")
     path = _entry(cache)
     weights = os.path.join(path, "Data", "com.apple.CoreML", "weights", "weight.bin")
@@ -113,7 +113,7 @@ def test_flipped_weights_are_found_in_the_next_process_and_rebuilt(cache):
 @pytest.mark.slow
 def test_record_without_hashes_is_not_trusted(cache):
     """A record of an older rlx_jax (file sizes only) vouches for nothing: rebuilt."""
-    from rlx_jax.backends.coreml.package_cache import RECORD, problem
+    from rlx_jax.backends.coreml.package.cache import RECORD, problem
     _run(cache, "coreml")
     path = _entry(cache)
     record = os.path.join(os.path.dirname(path), RECORD)
@@ -129,7 +129,7 @@ def test_record_without_hashes_is_not_trusted(cache):
 @needs_coreml
 @pytest.mark.slow
 def test_a_file_the_record_does_not_list_is_found(cache):
-    from rlx_jax.backends.coreml.package_cache import problem
+    from rlx_jax.backends.coreml.package.cache import problem
     _run(cache, "coreml")
     path = _entry(cache)
     with open(os.path.join(path, "Data", "extra.bin"), "wb") as f:

@@ -482,7 +482,7 @@ def test_coreml_package_hash_sees_constants_inside_regions():
 
 def test_coreml_rank_rewrite_reaches_into_regions():
     """Given: a scan body tiling f32[2,3,4] by (2,1,3) (JAX broadcasts through rank 6).
-    Result: the region is rewritten at rank <= 5 like a top-level graph (rank_control.py), and
+    Result: the region is rewritten at rank <= 5 like a top-level graph (coreml/passes/rank_control.py), and
     matches JAX."""
     _needs("coreml")
     xs = R.randn(5, 2, 3, 4).astype(np.float32)
@@ -579,7 +579,8 @@ def test_coreml_control_flow_targets_are_within_the_backend_floor():
     import coremltools as ct
 
     from rlx_jax.backends import claims
-    from rlx_jax.backends.coreml import mil_control, package
+    from rlx_jax.backends.coreml import package
+    from rlx_jax.backends.coreml.mil import control as mil_control
     from rlx_jax.ir.ops import CONTROL
     assert set(mil_control.MIN_TARGET) == CONTROL & claims("coreml").SUPPORTED_OPS == CONTROL
     floor = getattr(ct.target, package.MIN_TARGET)

@@ -13,8 +13,8 @@ from jax import lax
 import rlx_jax
 from rlx_jax import errors
 from rlx_jax.backends.coreml import package
-from rlx_jax.backends.coreml.executor import MilReferenceExecutor
-from rlx_jax.backends.coreml.runtime import coreml_runtime_available
+from rlx_jax.backends.coreml.executor.reference import MilReferenceExecutor
+from rlx_jax.backends.coreml.package.runtime import coreml_runtime_available
 
 R = np.random.RandomState(0)
 

@@ -1,5 +1,5 @@
 """FFTs and complex numbers on Core ML as float32 (re, im) pairs (backends/coreml/
-complex_pairs.py, complex_dft.py), against `jax.jit` of the same function on CPU.
+coreml/passes/complex_pairs.py, coreml/passes/complex_dft.py), against `jax.jit` of the same function on CPU.
 
 Tolerances: an FFT result within 2e-6 · max|JAX's result| (a length-n DFT in float32 sums n
 products: the measured error is 1e-7 to 5e-7 of the largest magnitude up to n = 256;
@@ -13,7 +13,7 @@ import pytest
 
 import rlx_jax
 from rlx_jax import errors
-from rlx_jax.backends.coreml import complex_dft
+from rlx_jax.backends.coreml.passes import complex_dft
 
 R = np.random.RandomState(0)
 
@@ -228,7 +228,7 @@ def test_the_length_limit_itself_is_lowered():
 
 def test_rewritten_kinds_have_real_forms():
     from rlx_jax.backends.coreml.backend import CoremlBackend
-    from rlx_jax.backends.coreml.complex_rules import RULES
+    from rlx_jax.backends.coreml.passes.complex_rules import RULES
     assert CoremlBackend.REWRITTEN_OPS <= set(RULES)
     assert not CoremlBackend.REWRITTEN_OPS & CoremlBackend().SUPPORTED_OPS
 

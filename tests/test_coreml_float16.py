@@ -13,7 +13,7 @@ from jax import lax
 
 import rlx_jax
 import rlx_jax.nn as rnn
-from rlx_jax.backends.coreml.runtime import coreml_runtime_available, computes_in_float16
+from rlx_jax.backends.coreml.package.runtime import coreml_runtime_available, computes_in_float16
 
 R = np.random.RandomState(0)
 BASE = "coreml" if coreml_runtime_available() else "mil-reference"
@@ -131,7 +131,7 @@ def test_float16_program_is_typed_float16_op_by_op():
     """Given:  the CNN with compute_precision="float16"
        Result: the saved program takes and returns float32, and every op between the input
                casts and the output casts has a float16 result (coremltools' pass)"""
-    from rlx_jax.backends.coreml.executor import MilReferenceExecutor
+    from rlx_jax.backends.coreml.executor.reference import MilReferenceExecutor
     from coremltools.converters.mil.mil import types
     c = compiled(_cnn, cnn_args(), "float16")
     spec = ct.utils.load_spec(c.executable.package_path)

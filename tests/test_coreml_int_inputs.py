@@ -14,7 +14,7 @@ import pytest
 import rlx_jax
 from rlx_jax import errors
 from rlx_jax.backends.base import get_backend
-from rlx_jax.backends.coreml.intervals import input_bounds, intervals
+from rlx_jax.backends.coreml.passes.intervals import input_bounds, intervals
 from rlx_jax.ir.graph import Builder, Graph
 
 X = np.arange(4, dtype=np.float32) - 1.5

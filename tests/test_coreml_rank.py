@@ -1,4 +1,4 @@
-"""Core ML rank canonicalisation (backends/coreml/rank_canon.py), against JAX on CPU: programs
+"""Core ML rank canonicalisation (backends/coreml/passes/rank_canon.py), against JAX on CPU: programs
 that JAX stages through values of rank 6 or 7 whose unit axes or alike runs of axes merge away
 (a ViT's class token tiled over the batch and concatenated with the patches, and its
 gradient; broadcasts, reductions, transposes, slices, pads, scans, sorts at rank 6 and 7) run
@@ -14,7 +14,7 @@ from jax import lax
 
 import rlx_jax
 from rlx_jax import errors
-from rlx_jax.backends.coreml.rank import lower_rank
+from rlx_jax.backends.coreml.passes.rank import lower_rank
 
 R = np.random.RandomState(0)
 S6 = (2, 1, 3, 1, 2, 4)          # rank 6, unit axes: canonical rank 3

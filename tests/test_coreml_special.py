@@ -1,4 +1,4 @@
-"""Core ML's erf_inv, lgamma and digamma (MIL compositions, backends/coreml/mil_special.py)
+"""Core ML's erf_inv, lgamma and digamma (MIL compositions, backends/coreml/mil/special.py)
 against JAX on CPU, in float32 and float16: over wide ranges (erf_inv on (-1, 1) up to the last
 floats below 1; lgamma and digamma on (-10, 50) with negative non-integers next to the poles and
 tiny positive arguments) and at their special values (poles, +-1, infinities, NaN).

@@ -1,4 +1,4 @@
-"""The MIL executor as the strictest reader of the MIL spec (executor_strict.py,
+"""The MIL executor as the strictest reader of the MIL spec (coreml/executor/strict.py,
 docs/mil-semantics.md): where the spec leaves a behaviour open (tie orders, NaN through the
 max / min family, halves in round, signs of mod, ...) the executor takes the least convenient
 reading, drawn from a seeded generator; the lowerings give JAX's results under every seed.
@@ -15,10 +15,10 @@ from coremltools.converters.mil import Builder as mb
 from jax import lax
 
 import rlx_jax
-from rlx_jax.backends.coreml.executor import MilReferenceExecutor
-from rlx_jax.backends.coreml.executor_ops import OVERRIDES
-from rlx_jax.backends.coreml.executor_strict import strict
-from rlx_jax.backends.coreml.mil_reduce import sort_exact
+from rlx_jax.backends.coreml.executor.reference import MilReferenceExecutor
+from rlx_jax.backends.coreml.executor.ops import OVERRIDES
+from rlx_jax.backends.coreml.executor.strict import strict
+from rlx_jax.backends.coreml.mil.reduce import sort_exact
 from tests.divergences_coreml import DEVICE_DIVERGENCES
 
 SEEDS = (0, 1, 2, 3)

@@ -100,7 +100,7 @@ def _locks():
         from rlx_jax.backends.mlx import kernel_cache
         out.append(kernel_cache._BUILD_LOCK)
     if "coreml" in BACKENDS:
-        from rlx_jax.backends.coreml.package_cache import MIL_LOCK
+        from rlx_jax.backends.coreml.package.cache import MIL_LOCK
         out.append(MIL_LOCK)
     return out
 
@@ -109,7 +109,7 @@ def _sound(cache):
     """Nothing half-written under `cache`: every MLX library whole and matching its record,
     every Core ML entry whole and matching its hashes, no staging dirs."""
     from rlx_jax.backends.mlx.kernel_cache import is_bad_library, library_problem
-    from rlx_jax.backends.coreml.package_cache import problem
+    from rlx_jax.backends.coreml.package.cache import problem
     libs = list(cache.glob("mlx/*/cpu/lib*.so"))
     assert not [p for p in libs if is_bad_library(str(p)) or library_problem(str(p))]
     assert not list(cache.glob("mlx/*/cpu/tmp_*"))

@@ -14,14 +14,12 @@ import pytest
 from jax import lax
 
 import rlx_jax
-from rlx_jax.backends.coreml.mil import load_families
-from rlx_jax.backends.coreml.table import MIL_RULES
+from rlx_jax.backends.coreml.mil.table import MIL_RULES   # the mil package registers every family
 from rlx_jax.backends.mlx.table import MLX_RULES
 from rlx_jax.errors import LegalizationError, LoweringError, RefusalError
 from rlx_jax.ir.ops import OpKind as K
 from rlx_jax.passes.decompose import DECOMPS
 
-load_families()                 # every MIL rule family registered, as a build would
 X = np.array([[3.0, -1.0, 7.0, 2.0, 0.5], [1.0, 9.0, -4.0, 6.0, 6.5]], np.float32)
 
 
@@ -46,7 +44,7 @@ def _softmax(v):
 
 # (backend, table, kind, fn, the rule's qualified name as the message must give it)
 INJECTED = [
-    ("coreml", MIL_RULES, K.TopK, _top3, "rlx_jax.backends.coreml.mil_reduce._top_k"),
+    ("coreml", MIL_RULES, K.TopK, _top3, "rlx_jax.backends.coreml.mil.reduce._top_k"),
     ("mlx", MLX_RULES, K.Cumsum, _cumsum, "rlx_jax.backends.mlx.rules_reduce."),
     ("xla", DECOMPS, K.Softmax, _softmax, "rlx_jax.passes.decompose."),
 ]

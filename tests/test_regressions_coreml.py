@@ -251,7 +251,7 @@ def test_export_refuses_empty_signature(tmp_path):
 
 
 def test_export_folds_empty_values_inside(tmp_path):
-    from rlx_jax.backends.coreml.executor import MilReferenceExecutor
+    from rlx_jax.backends.coreml.executor.reference import MilReferenceExecutor
     f = lambda y: (jnp.sum(y[:, :0]) + jnp.concatenate([y[:0], y]), jnp.sum(y[:0]))  # noqa
     path = rlx_jax.export_coreml(f, Y23, path=str(tmp_path / "inside.mlpackage"))
     exe = MilReferenceExecutor(path)
@@ -309,7 +309,7 @@ def test_transpose_through_rank6(backend):
 def test_transpose_through_rank6_is_lowered_at_rank3():
     """Given Reshape (rank 6) -> Transpose (rank 6) -> Reshape, the Core ML graph holds one
     Reshape -> Transpose -> Reshape, the transpose at rank 3 ([2, 3, 24] by (1, 0, 2))."""
-    from rlx_jax.backends.coreml.rank import lower_rank
+    from rlx_jax.backends.coreml.passes.rank import lower_rank
     x = np.ones((6, 2, 2, 3, 2), np.float32)
     graph = lower_rank(rlx_jax.jit(_regroup, backend="coreml").lower(x).legalized)
     body = [n for n in graph.nodes if n.kind.name != "Input"]

@@ -25,7 +25,7 @@ REACHED = {
                "shift_right_arithmetic shift_right_logical sub xor mulhi clamp", ""),
     K.Compare: ("eq ne lt le gt ge eq_to lt_to le_to", ""),
     K.Where: ("select_n", ""),
-    K.MatMul: ("", "Core ML's rewrite of FFTs as DFT matmuls (backends/coreml/complex_dft.py)"),
+    K.MatMul: ("", "Core ML's rewrite of FFTs as DFT matmuls (backends/coreml/passes/complex_dft.py)"),
     K.DotGeneral: ("dot_general", "`jnp.matmul`, `jnp.einsum`, `@`"),
     K.Reduce: ("reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or reduce_xor "
                "reduce", ""),

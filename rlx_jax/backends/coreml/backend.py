@@ -3,10 +3,11 @@ import time
 
 from ...errors import RefusalError
 from ..base import Backend
-from . import package, package_cache
-from .complex_pairs import REWRITTEN
-from .mil import MIL_RULES, build_program as _build, io_names, load_families
-from .empty import FoldedExecutable, NoProgram, fold_empty
+from . import package
+from .package import cache as package_cache
+from .passes.complex_pairs import REWRITTEN
+from .mil.program import MIL_RULES, build_program as _build, io_names
+from .passes.empty import FoldedExecutable, NoProgram, fold_empty
 
 
 def _opset(options):
@@ -25,7 +26,7 @@ def build(graph, options, timings=None):
 
 def write_package(graph, options, path, timings=None, overwrite=True):
     """Builds, converts and saves `graph` as an .mlpackage at `path`. Zero-size values inside
-    the graph are folded away (empty.py); zero-size inputs or results have no place in a
+    the graph are folded away (passes/empty.py); zero-size inputs or results have no place in a
     model's signature, so such a graph is refused."""
     folded = fold_empty(graph, constants_on_host=False)
     if folded.graph is None or not folded.keeps_signature():
@@ -52,7 +53,7 @@ def _to_jax(outs):
 
 class CoremlBackend(Backend):
     name = "coreml"
-    # complex64 values as float32 (re, im) pairs, FFTs as DFT matmuls (complex_pairs.py): left
+    # complex64 values as float32 (re, im) pairs, FFTs as DFT matmuls (passes/complex_pairs.py): left
     # on the host only at the program's complex boundary and for Ffts above the length limit
     REWRITTEN_OPS = REWRITTEN
     options = package.OPTIONS
@@ -60,7 +61,6 @@ class CoremlBackend(Backend):
     def rules(self):
         """The lowering table (OpKind -> rule, with each rule's claim), every family
         loaded."""
-        load_families()
         return MIL_RULES
 
     def available(self):
@@ -75,18 +75,18 @@ class CoremlBackend(Backend):
 
     def prepare(self, graph):
         """The legalized graph as it will be lowered: complex64 values done as float32 (re, im)
-        pairs where every op on them has a real form (complex_pairs.py: FFTs as DFT matmuls),
+        pairs where every op on them has a real form (passes/complex_pairs.py: FFTs as DFT matmuls),
         then values above rank 5 that shape ops pass through rewritten to rank <= 5
-        (rank.py), before placement looks at it."""
-        from .complex_pairs import split_complex
-        from .rank import lower_rank
+        (passes/rank.py), before placement looks at it."""
+        from .passes.complex_pairs import split_complex
+        from .passes.rank import lower_rank
         return lower_rank(split_complex(graph))
 
     def host_reasons(self, graph, known, **options):
         """{id(node): reason} of the top-level nodes Core ML cannot run (placement/plan.py). A graph
         whose package is already cached was built whole: nothing to look for."""
-        from .complex_pairs import boundary_reasons
-        from .placement import host_reasons
+        from .passes.complex_pairs import boundary_reasons
+        from .passes.host_reasons import host_reasons
         opts = package.Options(**options)
         if not known and package_cache.problem(self.package_path(graph, opts)) is None:
             return {}
@@ -95,9 +95,9 @@ class CoremlBackend(Backend):
         return reasons
 
     def value_bounds(self, graph):
-        """{value id: (lo, hi)} the interval analysis proves for integer values (intervals.py);
+        """{value id: (lo, hi)} the interval analysis proves for integer values (passes/intervals.py);
         the partitioner gives them to the Inputs of device segments."""
-        from .intervals import intervals
+        from .passes.intervals import intervals
         return intervals(graph)
 
     def check_options(self, options):
@@ -116,15 +116,15 @@ class CoremlBackend(Backend):
 
     def wrap_executable(self, executable, lowered):
         """With fallback="host", a call whose integer arguments Core ML cannot hold runs on
-        the host (range_fallback.py)."""
-        from .range_fallback import host_for_range
+        the host (package/range_fallback.py)."""
+        from .package.range_fallback import host_for_range
         return host_for_range(executable, lowered)
 
     def package_path(self, graph, options):
         return package.entry_path(graph.name, package.graph_hash(graph, options))
 
     def lower(self, graph, name=None, timings=None, **options):
-        """Zero-size inputs and results stay off the model (empty.py); a graph whose results
+        """Zero-size inputs and results stay off the model (passes/empty.py); a graph whose results
         are all known statically builds no model."""
         folded = fold_empty(graph)
         model = None
@@ -133,7 +133,7 @@ class CoremlBackend(Backend):
         return model if folded.trivial else FoldedExecutable(folded, model)
 
     def _lower_model(self, graph, name=None, timings=None, **options):
-        from .runtime import CoremlExecutable
+        from .package.runtime import CoremlExecutable
         opts = package.Options(**options)
         path = self.package_path(graph, opts)
         ins, outs = io_names(graph, opts.input_names, opts.output_names)

@@ -1,0 +1,54 @@
+"""MIL_RULES: OpKind -> rule(ctx, node, *mil_vars), each registered with its claim (the Core ML
+backend's claim tables are derived from it), and what the rule families share: MilCtx
+(the MIL builder and constant helpers), `refuse` (the error of a configuration MIL cannot
+express) and UNARY_FNS (Activation fns composed by
+a family of their own, which the Activation rule dispatches to). The families (mil_*.py) import
+this module; mil/program.py, the program builder, loads the families."""
+import numpy as np
+
+from ....errors import RefusalError
+from ....tables import LoweringTable, rule_table
+from . import legality
+
+MIL_RULES = LoweringTable("coreml")
+mil_rule = MIL_RULES.rule
+# Activation fn name -> rule(ctx, node, x) for the fns a family composes (mil/special.py)
+UNARY_FNS, unary_fn = rule_table("MIL unary fns")
+
+
+class MilCtx:
+    """What rules need: the MIL builder, the opset, and small helpers for constants."""
+
+    def __init__(self, mb, opset):
+        self.mb = mb
+        self.opset = opset
+
+    def const(self, value, dtype=None):
+        """A MIL const of exactly `dtype` (numpy); Python ints become int32."""
+        arr = np.asarray(value, dtype=dtype)
+        if arr.dtype == np.int64:
+            arr = arr.astype(np.int32)
+        elif arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        return self.mb.const(val=arr)
+
+    def scalar(self, value, like_dtype):
+        return self.const(np.asarray(value, dtype=legality.mil_np_dtype(like_dtype)))
+
+    def np_dtype(self, var):
+        from coremltools.converters.mil.mil import types
+        return np.dtype(types.nptype_from_builtin(var.dtype))
+
+    def like(self, value, var):
+        """A scalar const of `var`'s dtype."""
+        return self.mb.const(val=np.asarray(value, dtype=self.np_dtype(var)))
+
+    def ints(self, xs):
+        return np.asarray(list(xs), dtype=np.int32)
+
+
+def refuse(node, what, todo="use backend='xla' or 'mlx' for this op"):
+    """Raises the RefusalError of a `node` configuration MIL cannot express."""
+    raise RefusalError(f"Core ML cannot express {node.kind.name}: {what}; {todo}")
+
+
