@@ -31,3 +31,14 @@ def test_readme_python_blocks_run(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / "model.mlpackage").is_dir()
+
+
+def test_layout_names_every_top_level_module_and_package():
+    """README "Layout" has a line for every module and package directly under rlx_jax/, and
+    names nothing that is not there."""
+    layout = README.read_text().split("## Layout", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"^rlx_jax/(\w+(?:\.py|/))", layout, flags=re.M))
+    pkg = README.parent / "rlx_jax"
+    present = {p.name + ("/" if p.is_dir() else "") for p in pkg.iterdir()
+               if (p.suffix == ".py") or (p.is_dir() and (p / "__init__.py").exists())}
+    assert named == present, (sorted(present - named), sorted(named - present))
