@@ -38,3 +38,35 @@ def _programs_ran_where_expected(request):
                     eager=eager and (eager.args or ("marked",))[0],
                     host_backends=host.kwargs.get("backends", where_ran.DEVICE_BACKENDS)
                     if host else where_ran.DEVICE_BACKENDS)
+
+
+# ---- which cases the default run keeps (the rest run in the 'extended tests' CI step) ----
+
+# Per test function: its first case on each of mlx and coreml (their first calls build MLX
+# kernels and Core ML packages, most of a fresh run's time) and its first DEFAULT_CASES cases on
+# xla and for tests with no backend parameter. Every other case of a parametrized test is
+# marked `extended`, so the default run still runs every test function on every backend, and
+# `-m extended` runs the rest: no case is dropped, each runs in exactly one of the two steps.
+SMOKE_CASES = {"mlx": 1, "coreml": 1}
+DEFAULT_CASES = 3
+_OTHER_STEPS = ("extended", "slow", "x64", "fuzz")
+
+
+def _backend_of(item):
+    for value in item.callspec.params.values():
+        if isinstance(value, str) and value in ("mlx", "coreml", "xla"):
+            return value
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)        # before `-m` selects on the markers
+def pytest_collection_modifyitems(config, items):
+    seen = {}
+    for item in items:
+        if not hasattr(item, "callspec") or any(item.get_closest_marker(m) for m in _OTHER_STEPS):
+            continue
+        backend = _backend_of(item)
+        key = (item.path, item.cls, item.originalname, backend)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > SMOKE_CASES.get(backend, DEFAULT_CASES):
+            item.add_marker(pytest.mark.extended)
