@@ -42,18 +42,19 @@ def _programs_ran_where_expected(request):
 
 # ---- which cases the default run keeps (the rest run in the 'extended tests' CI step) ----
 
-# Per test function: its first case on each of mlx and coreml (their first calls build MLX
-# kernels and Core ML packages, most of a fresh run's time) and its first DEFAULT_CASES cases on
-# xla and for tests with no backend parameter. Every other case of a parametrized test is
-# marked `extended`, so the default run still runs every test function on every backend, and
-# `-m extended` runs the rest: no case is dropped, each runs in exactly one of the two steps.
-SMOKE_CASES = {"mlx": 1, "coreml": 1}
-DEFAULT_CASES = 3
+# A fresh run's time is mostly MLX's kernel builds and Core ML's package builds, one per new
+# program. So the default run keeps, per test file, its first FILE_CASES[b] cases on mlx and
+# on coreml, and per parametrized test function its first FUNCTION_CASES[b] cases on xla (the
+# reference) and with no backend parameter. Every other case is marked `extended`: nothing is
+# dropped, each case runs in exactly one of the two steps (`-m extended` runs the rest).
+FILE_CASES = {"mlx": 1, "coreml": 2}
+FUNCTION_CASES = {"xla": 3, None: 2}
 _OTHER_STEPS = ("extended", "slow", "x64", "fuzz")
 
 
 def _backend_of(item):
-    for value in item.callspec.params.values():
+    params = getattr(item, "callspec", None)
+    for value in (params.params.values() if params else ()):
         if isinstance(value, str) and value in ("mlx", "coreml", "xla"):
             return value
     return None
@@ -63,10 +64,15 @@ def _backend_of(item):
 def pytest_collection_modifyitems(config, items):
     seen = {}
     for item in items:
-        if not hasattr(item, "callspec") or any(item.get_closest_marker(m) for m in _OTHER_STEPS):
+        if any(item.get_closest_marker(m) for m in _OTHER_STEPS):
             continue
         backend = _backend_of(item)
-        key = (item.path, item.cls, item.originalname, backend)
+        if backend in FILE_CASES:
+            key, limit = (item.path, backend), FILE_CASES[backend]
+        elif hasattr(item, "callspec"):
+            key, limit = (item.path, item.cls, item.originalname, backend), FUNCTION_CASES[backend]
+        else:
+            continue
         seen[key] = seen.get(key, 0) + 1
-        if seen[key] > SMOKE_CASES.get(backend, DEFAULT_CASES):
+        if seen[key] > limit:
             item.add_marker(pytest.mark.extended)

@@ -99,6 +99,7 @@ def test_launch(n, tmp_path):
     check_errors_in_a_group(ranks)
 
 
+@pytest.mark.extended            # the example, as the other examples (tests/test_examples.py)
 def test_example_data_parallel():
     """examples/data_parallel.py on 2 processes (it checks itself against plain JAX)."""
     out = launch(2, os.path.join("examples", "data_parallel.py"), "--steps", "5")

@@ -21,6 +21,7 @@ def test_readme_has_python_blocks():
     assert len(python_blocks()) >= 4
 
 
+@pytest.mark.extended            # every README block on every backend: with the examples
 @pytest.mark.skipif(set(BACKENDS) != {"mlx", "coreml", "xla"},
                     reason="the README's blocks use every backend")
 def test_readme_python_blocks_run(tmp_path):

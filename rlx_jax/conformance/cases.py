@@ -8,7 +8,7 @@ import unittest
 
 import jax
 
-from ..jax_internals import module
+from ..jax_internals import module as jax_module
 
 FILES = ("lax_test", "lax_autodiff_test", "lax_numpy_test", "lax_numpy_operators_test",
          "lax_numpy_reducers_test", "lax_numpy_indexing_test", "lax_control_flow_test",
@@ -84,7 +84,7 @@ def _walk(suite):
 
 def case_ids(module):
     """'Class.method' of every case, as JAX's loader (jtu.JaxTestLoader) lists them."""
-    jtu = module("test_util")
+    jtu = jax_module("test_util")
     suite = jtu.JaxTestLoader().loadTestsFromModule(module)
     out = []
     for t in _walk(suite):

@@ -7,9 +7,9 @@ compile path is used, so nothing recurses."""
 import threading
 
 from .. import api as rlx_api
-from ..jax_internals import module
+from ..jax_internals import module as jax_module
 
-core, pjit = module("core"), module("pjit")
+core, pjit = jax_module("core"), jax_module("pjit")
 
 _ORIGINAL = pjit._pjit_call_impl_python
 

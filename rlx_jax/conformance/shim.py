@@ -7,9 +7,9 @@ import sys
 import jax
 from .. import api as rlx_api
 from .. import stages as rlx_stages
-from ..jax_internals import module
+from ..jax_internals import module as jax_module
 
-jax_api = module("api")
+jax_api = jax_module("api")
 
 _ORIGINAL = {"jax": jax.jit, "api": jax_api.jit}
 _WATCHED = {}      # class -> its own as_text
@@ -54,7 +54,7 @@ class Shim:
             self.calls += 1
             return _CALL_FLAT(compiled, leaves)
         rlx_stages.Compiled.call_flat = call_flat
-        jtu = module("test_util")
+        jtu = jax_module("test_util")
         for name in [n for n in dir(jtu) if n.startswith("count_")]:
             self._watch_counter(jtu, name)
         return self
@@ -88,6 +88,6 @@ class Shim:
         rlx_stages.Compiled.call_flat = _CALL_FLAT
         for cls, original in _WATCHED.items():
             cls.as_text = original
-        jtu = module("test_util")
+        jtu = jax_module("test_util")
         for name, original in _COUNTERS.items():
             setattr(jtu, name, original)
