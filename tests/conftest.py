@@ -48,7 +48,7 @@ def _programs_ran_where_expected(request):
 # reference) and with no backend parameter. Every other case is marked `extended`: nothing is
 # dropped, each case runs in exactly one of the two steps (`-m extended` runs the rest).
 FILE_CASES = {"mlx": 1, "coreml": 2}
-FUNCTION_CASES = {"xla": 3, None: 2}
+FUNCTION_CASES = {"xla": 2, None: 1}
 _OTHER_STEPS = ("extended", "slow", "x64", "fuzz")
 
 

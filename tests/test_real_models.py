@@ -14,6 +14,9 @@ from .conftest import BACKENDS
 nn = pytest.importorskip("flax.linen")
 nnx = pytest.importorskip("flax.nnx")
 DEVICE_BACKENDS = [b for b in ("coreml", "mlx") if b in BACKENDS]
+# whole models (a ViT's gradient, remat, an nnx optimizer) run with the examples, in the
+# 'extended tests' CI step
+pytestmark = pytest.mark.extended
 
 
 class ViT(nn.Module):
