@@ -99,15 +99,16 @@ def check_case(case, backend, **options):
 
 
 # On a fresh kernel cache mx.compile's C++ build costs ~0.5 s per new program (g++), which for
-# the whole table is most of the suite's time. The default run checks every case with MLX
+# the whole table is most of the suite's time. The extended step checks every case with MLX
 # evaluating the same lowered graph eagerly, and every COMPILED_EVERY-th case compiled; the slow
 # step runs the whole table compiled.
 FAST_OPTIONS = {"mlx": {"compile": False}}
 COMPILED_EVERY = 8
 
 
-# The default run checks the table on xla; mlx and coreml run it in the 'extended tests' step
-# (and a sample of every COMPILED_EVERY-th case compiled, below, in the default run).
+# mlx and coreml run the table in the 'extended tests' step; the xla column and the compiled
+# sample (every COMPILED_EVERY-th case, below) are sampled into the default run like every
+# parametrized test (tests/conftest.py), the rest running in the extended step.
 _TABLE_BACKENDS = [b if b == "xla" else pytest.param(b, marks=pytest.mark.extended)
                    for b in BACKENDS]
 
