@@ -142,11 +142,12 @@ def op_coverage_markdown(backends=None):
 
 
 def reached_text(kind):
-    """How a JAX program reaches `kind`: its JAX primitives, then what else produces it."""
+    """How a JAX program reaches `kind`: the jaxpr primitives translated to it (rlx_jax.nn's
+    `rlx_*` among them), then what else produces it."""
     from .ir.reached import REACHED
     prims, other = REACHED[kind]
-    parts = ([f"JAX {_code_list(prims.split())}"] if prims else []) + ([other] if other else [])
-    return "; ".join(parts)
+    parts = [f"primitive {_code_list(prims.split())}"] if prims else []
+    return "; ".join(parts + ([other] if other else []))
 
 
 def reserved_lines():
