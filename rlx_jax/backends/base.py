@@ -21,6 +21,7 @@ from ..errors import BackendUnavailableError, BadArgumentError
 from ..ir.ops import OpKind
 from ..tables import DECOMPOSED, NATIVE, NATIVE_BACKWARD, LoweringTable
 
+
 class Executable:
     """What `Backend.lower` may return (any callable also does: xla returns a jax.jit
     function): called with one array per graph input, returns the list of outputs.

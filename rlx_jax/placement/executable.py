@@ -5,8 +5,7 @@ hash cached; one `mx.compile`d function each on MLX); host segments are legalize
 by the `xla` reference backend (jax on the CPU), so they have JAX's exact semantics. Each value
 is kept in the array form its producer made (Core ML: numpy, MLX: mx.array, xla: jax.Array) and
 converted, through the backends' `host_array` / `array_input` hooks, to the form a reader needs
-once per call: a value read by two segments of the
-same backend is converted once, never twice.
+once per call: a value read by two segments of the same backend is converted once, never twice.
 """
 import numpy as np
 
@@ -17,14 +16,14 @@ from ..passes.legalize import legalize
 from .partition import DEVICE
 
 
-def to_form(x, source, target, dtype):
-    """`x`, an array `source` made (a backend; None: a caller's argument), as an array of
-    `target`'s executables (Backend.host_array, then Backend.array_input)."""
+def to_form(x, source, target, dtype, backends):
+    """`x`, an array `source` made (a backend; None: a caller's argument, whose owner among
+    `backends` is asked), as an array of `target`'s executables (Backend.host_array, then
+    Backend.array_input)."""
+    if source is None:
+        source = next((b for b in backends if b.owns_array(x)), None)
     if source is not None:
         x = source.host_array(x)
-    else:
-        owner = next((b for b in all_backends().values() if b.owns_array(x)), None)
-        x = x if owner is None else owner.host_array(x)
     return target.array_input(x, dtype)
 
 
@@ -40,6 +39,7 @@ class PartitionedExecutable(Executable):
         self.placement = placement
         graph, backend = placement.graph, placement.backend
         self.xla = xla = all_backends()["xla"]
+        self._backends = tuple(all_backends().values())  # who may own an argument array
         self.steps = []
         for s in placement.segments:
             if s.placement == DEVICE:
@@ -76,7 +76,7 @@ class PartitionedExecutable(Executable):
                 forms = env[v.id] = {None: self._consts[v.id]}
             if target not in forms:
                 source, x = next(iter(forms.items()))
-                forms[target] = to_form(x, source, target, v.dtype)
+                forms[target] = to_form(x, source, target, v.dtype, self._backends)
                 if v.node.kind is not OpKind.Input:
                     stats["conversions"] += 1
                     stats["bytes"] += v.nbytes
