@@ -26,6 +26,8 @@ LOCATIONS = {
     "test_util": ("jax._src.test_util",),
     "core": ("jax._src.core",),
     "pjit": ("jax._src.pjit",),
+    "lax": ("jax._src.lax.lax",),     # weak types of traced results (backends/xla/direct.py)
+    "xla_client": ("jaxlib.xla_client", "jax._src.lib.xla_client"),   # jax_arrays.py: batched_device_put
 }
 
 

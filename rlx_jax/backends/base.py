@@ -123,8 +123,10 @@ class Backend:
     def check_options(self, options):
         """Raises BadArgumentError for a bad value of one of this backend's `options`."""
 
-    def output_converter(self, output):
-        """outs -> outs for jit's `output` option (None: the results as they are)."""
+    def output_converter(self, output, weak=()):
+        """outs -> outs for jit's `output` option (None: the results as they are). `weak`: the
+        jaxpr's weak type per result, which jax.Arrays made here may carry at once
+        (jax_arrays.from_numpy); results left strongly typed are re-typed after."""
         return None
 
     def owns_array(self, x):
@@ -152,10 +154,22 @@ class Backend:
         raise BadArgumentError(f"backend '{self.name}' has no backend-level program; use "
                                f"level='ir'")
 
+    def direct_call(self, jitted):
+        """A cheaper cached call for the api.Jitted `jitted` (xla: jax.jit's own dispatch,
+        xla/direct.py), or None (Jitted's own path). The object returned has `usable()`
+        (whether to take it now) and `call`, called as the function is; `call` raises NotCompiled for
+        a signature Jitted has not compiled, TypeError/OverflowError for arguments it does not
+        take (Jitted then takes its own path, and stops using it after a TypeError)."""
+        return None
+
     def wrap_executable(self, executable, lowered):
         """The executable jit calls (Core ML: a host run for integer arguments beyond int32
         under fallback="host")."""
         return executable
+
+
+class NotCompiled(Exception):
+    """A direct call (Backend.direct_call) has no program for this signature yet."""
 
 
 _BACKENDS = {}

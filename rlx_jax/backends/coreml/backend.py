@@ -1,6 +1,7 @@
 """The Core ML backend object: claims, options, build / convert / cache / run."""
 import time
 
+from ... import jax_arrays
 from ...errors import RefusalError
 from ..base import Backend
 from . import package
@@ -46,9 +47,10 @@ def write_package(graph, options, path, timings=None, overwrite=True):
     return path
 
 
-def _to_jax(outs):
-    import jax
-    return [jax.device_put(o) for o in outs]
+def _to_jax(weak):
+    def convert(outs):
+        return jax_arrays.from_numpy(outs, weak)
+    return convert
 
 
 class CoremlBackend(Backend):
@@ -104,9 +106,9 @@ class CoremlBackend(Backend):
         package.import_coremltools()
         package.Options(**options)
 
-    def output_converter(self, output):
+    def output_converter(self, output, weak=()):
         """outs -> outs for jit's `output` option (None: the numpy arrays as they are)."""
-        return _to_jax if output == "jax" else None
+        return _to_jax(weak) if output == "jax" else None
 
     def build_program(self, graph, name=None, **options):
         folded = fold_empty(graph)

@@ -36,10 +36,10 @@ class MlxBackend(Backend):
             raise BadArgumentError(f"backend 'mlx': compile={options['compile']!r}; it must be "
                                    f"True or False")
 
-    def output_converter(self, output):
+    def output_converter(self, output, weak=()):
         """outs -> outs for jit's `output` option (None: the mx.arrays as they are)."""
-        from .runtime import OUTPUTS
-        return OUTPUTS[output]
+        from .runtime import output_converter
+        return output_converter(output, weak)
 
     def owns_array(self, x):
         return type(x).__module__.startswith("mlx")

@@ -6,8 +6,9 @@ no zero-copy import of foreign memory: `mx.array(np)` and `mx.from_dlpack` both 
 4 MB). A jax CPU array is first viewed as numpy (`np.asarray`, zero-copy), then copied once, except a
 jax.Array that an MLX program returned (`to_jax`): it remembers its mx.array, which is passed
 as it is. Non-contiguous numpy views (reversed, strided) are made contiguous first.
-Outputs (`OUTPUTS`, the jit option `output`): jax.Arrays by default, numpy arrays, or the
-mx.arrays themselves (`output="native"`); feeding either kind back copies nothing.
+Outputs (`output_converter`, the jit option `output`): jax.Arrays by default (jax_arrays.py:
+aliasing 64-byte aligned MLX buffers, one copy of others), numpy views, or the mx.arrays
+themselves (`output="native"`); feeding any of them back copies nothing.
 
 Kernel cache: on CPU, `mx.compile` writes generated C++ and the `g++`-built shared objects under
 `std::filesystem::temp_directory_path() / "mlx"`, i.e. `$TMPDIR/mlx` (read from the environment
@@ -31,7 +32,7 @@ import mlx.core as mx
 import numpy as np
 from absl import logging
 
-from ... import cache
+from ... import arguments, cache, jax_arrays
 from ...cache import CacheDirError
 from ...errors import LoweringError, RefusalError, RlxError
 from ..base import Executable
@@ -88,12 +89,13 @@ def _forget(key):
     return drop
 
 
-def to_jax(xs):
-    """Evaluated mx.arrays as jax.Arrays that remember them: passed back to an MLX program, a
-    jax.Array's mx.array is used and nothing is copied. Making them costs one copy each (MLX
-    buffers are 16-byte aligned; jax's CPU client imports only 64-byte aligned memory without
-    copying) and one batched device_put; each mx.array lives as long as its jax.Array."""
-    outs = jax.device_put([to_numpy(x) for x in xs])
+def to_jax(xs, weak=()):
+    """Evaluated mx.arrays as jax.Arrays (weakly typed where `weak` says) that remember them:
+    passed back to an MLX program, a jax.Array's mx.array is used and nothing is copied. Each
+    is made by jax_arrays.from_numpy from a numpy view of the MLX buffer: aliased where the
+    buffer is 64-byte aligned (Metal's page-aligned buffers), else copied once (this CPU
+    allocator's 16-byte aligned ones); each mx.array lives as long as its jax.Array."""
+    outs = jax_arrays.from_numpy([to_numpy(x) for x in xs], weak)
     for out, x in zip(outs, xs):
         key = id(out)
         _BACKING[key] = (weakref.ref(out, _forget(key)), x)
@@ -168,6 +170,14 @@ def _converter(dtype):
     return convert
 
 
+def _mx_signature(x, x64, _narrow=arguments.narrowed):
+    """arguments.signatures for an mx.array leaf (shape, numpy dtype, never weak)."""
+    return (tuple(x.shape), _narrow(MX_TO_NP[x.dtype], x64), False)
+
+
+arguments.FAST_SIGNATURES[mx.array] = _mx_signature
+
+
 def to_mx(x, dtype):
     """`x` (numpy, jax or mx array) as an mx.array of IR dtype `dtype` (copied unless it is
     already one)."""
@@ -179,12 +189,17 @@ def _numpy_outputs(outs):
     return [to_numpy(o) for o in outs]
 
 
-def _jax_outputs(outs):
-    mx.eval(outs)
-    return to_jax(outs)
+def _jax_outputs(weak):
+    def convert(outs):
+        mx.eval(outs)
+        return to_jax(outs, weak)
+    return convert
 
 
-OUTPUTS = {"native": None, "numpy": _numpy_outputs, "jax": _jax_outputs}
+def output_converter(output, weak=()):
+    """outs -> outs for jit's `output` option: None for "native" (the mx.arrays)."""
+    return {"native": None, "numpy": _numpy_outputs}[output] if output != "jax" \
+        else _jax_outputs(weak)
 
 
 class MlxExecutable(Executable):

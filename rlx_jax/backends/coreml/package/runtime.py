@@ -65,6 +65,13 @@ def _argument(i, name):
     return f"{i} ('{name}')" if name else f"{i}"
 
 
+def _own(y, fed):
+    """`y`, copied when it is (a view of) an array that was fed in: results become jax.Arrays
+    that may alias their numpy memory (jax_arrays.from_numpy), which must not be the caller's."""
+    base = y if y.base is None else y.base
+    return y.copy() if id(y) in fed or id(base) in fed else y
+
+
 class CoremlExecutable(Executable):
     """Callable on one array per graph input; returns the outputs as numpy arrays.
 
@@ -97,5 +104,6 @@ class CoremlExecutable(Executable):
         feeds = {n: self.boundary.to_model(v, a, _argument(i, names[i]))
                  for i, (n, v, a) in enumerate(zip(self.input_names, self.graph.inputs, args))}
         outs = self._predict(feeds)
-        return [self.boundary.from_model(v, outs[n])
+        fed = {id(a) for a in feeds.values()} | {id(a.base) for a in feeds.values()}
+        return [_own(self.boundary.from_model(v, outs[n]), fed)
                 for n, v in zip(self.output_names, self.graph.outputs)]
