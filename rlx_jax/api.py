@@ -13,9 +13,10 @@ import jax
 
 from . import options as _options
 from . import distributed, interop, nesting, stages
+from . import jax_internals
 from .arguments import (TracedArgument, function_name, static_args, key_boundary, leaf_names,
-                        leaf_signature, output_names, raise_unhashable, weak_types)
-from .backends.base import all_backends, available_backends, get_backend
+                        leaf_signature, output_names, raise_unhashable, signatures, weak_types)
+from .backends.base import NotCompiled, all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
 from .ir import prng
@@ -27,6 +28,9 @@ from .stages import RECORDERS, Compiled, Lowered  # noqa: F401 - rlx_jax.api's p
 
 _METADATA = ("__module__", "__name__", "__qualname__", "__doc__")
 _LEAF_TYPES = {}   # type -> whether its instances are pytree leaves (method binding)
+_CONFIG = jax_internals.module("config")
+_X64, _trace_context = _CONFIG.enable_x64, _CONFIG.trace_context
+_flatten = jax.tree_util.tree_flatten
 
 
 class Jitted:
@@ -50,6 +54,7 @@ class Jitted:
         self._cache, self._functions = {}, {}
         self._lock = threading.Lock()
         self._backend = None
+        self._direct = None               # Backend.direct_call's, made after a first compile
         self._method = None
         self.trace_count = 0
 
@@ -88,20 +93,30 @@ class Jitted:
         return statics, dyn_args, dyn_kwargs
 
     def _key(self, args, kwargs):
+        """(cache key, dynamic leaves) of a call: the key from one flatten, the leaves'
+        signatures (arguments.signatures: per type, no per-leaf probing for the common types)
+        and JAX's trace context (the configuration jax.jit keys its own cache on: x64, PRNG
+        and dtype-promotion modes, ...)."""
         statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
-        leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        paths = None
+        leaves, tree = _flatten((dyn_args, dyn_kwargs))
+        x64 = _X64.value
+        sigs = signatures(leaves, x64)
+        if sigs is None:
+            sigs = self._signatures(leaves, dyn_args, dyn_kwargs, x64)
+        return (tree, sigs, statics, _trace_context()), leaves
+
+    def _signatures(self, leaves, dyn_args, dyn_kwargs, x64):
+        """leaf_signature of each leaf; a bad leaf's error names its pytree path."""
         sigs = []
-        x64 = jax.config.jax_enable_x64
         for i, x in enumerate(leaves):
             try:
                 sigs.append(leaf_signature(x, f"#{i}", x64))
             except BadArgumentError:
-                paths = paths or [("args" if p[0].idx == 0 else "kwargs") +
-                                  jax.tree_util.keystr(p[1:]) for p, _ in
-                                  jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0]]
+                paths = [("args" if p[0].idx == 0 else "kwargs") + jax.tree_util.keystr(p[1:])
+                         for p, _ in jax.tree_util.tree_flatten_with_path(
+                             (dyn_args, dyn_kwargs))[0]]
                 leaf_signature(x, f"{paths[i]} of {self.__name__}")
-        return (tree, tuple(sigs), statics, jax.config.jax_threefry_partitionable), leaves
+        return tuple(sigs)
 
     # ---- tracing ----
     def _flat_fun(self, tree, statics):
@@ -204,6 +219,16 @@ class Jitted:
         return lowered
 
     def __call__(self, *args, **kwargs):
+        direct = self._direct
+        if direct and direct.usable():
+            try:
+                return direct.call(*args, **kwargs)
+            except NotCompiled:
+                pass
+            except TypeError:             # an argument jax.jit does not take: ours converts it
+                self._direct = False      # or says what is wrong; stop trying jax.jit's path
+            except OverflowError:         # rlx_jax's own message, below
+                pass
         try:
             key, leaves = self._key(args, kwargs)
         except TracedArgument as e:
@@ -217,10 +242,15 @@ class Jitted:
                 if compiled is None:
                     compiled = self._lower(key, args, kwargs).compile()
                     self._cache[key] = compiled
+                    if self._direct is None and self.backend_name != "auto":
+                        self._direct = get_backend(self.backend_name).direct_call(self) \
+                            or False
         return compiled.call_flat(leaves)
 
     def clear_cache(self):
         self._cache.clear()
+        if self._direct:
+            self._direct = None
 
     # ---- what interop.bind needs ----
     def flat_call(self, args, kwargs):

@@ -84,6 +84,41 @@ def leaf_signature(x, path, x64=False):
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))
 
 
+def narrowed(dtype, x64):
+    """`dtype` as JAX keeps it: 64-bit types narrowed to 32 bits unless x64 is on."""
+    return dtype if x64 else _NARROW.get(dtype, dtype)
+
+
+def _array_signature(x, x64):
+    d = x.dtype
+    return (x.shape, d if x64 else _NARROW.get(d, d), x.weak_type)
+
+
+def _numpy_signature(x, x64):
+    d = x.dtype
+    return (x.shape, d if x64 else _NARROW.get(d, d), False)
+
+
+def _float_signature(x, x64):
+    return ((), _SCALAR_TYPES_X64[float] if x64 else _SCALAR_TYPES[float], True)
+
+
+# type -> (leaf, x64) -> signature, for the leaf types every cached call meets; a backend adds
+# its own array type (MLX: mx.array). Any other type takes leaf_signature's general path.
+FAST_SIGNATURES = {jax_internals.module("array").ArrayImpl: _array_signature,
+                   np.ndarray: _numpy_signature, float: _float_signature}
+
+
+def signatures(leaves, x64):
+    """The leaf signatures of a call (as leaf_signature gives them) when every leaf has a type
+    in FAST_SIGNATURES, else None (then leaf_signature, which also raises for bad leaves)."""
+    fast = FAST_SIGNATURES
+    try:
+        return tuple([fast[type(x)](x, x64) for x in leaves])
+    except KeyError:
+        return None
+
+
 def static_args(sig, static_argnums, static_argnames):
     """(positions, names) of the static arguments, as frozensets: each named also by the other
     where `sig` (the function's inspect.Signature, or None) tells; None means none, as in
@@ -195,9 +230,9 @@ def weak_types(closed_jaxpr):
 def with_weak_types(convert, weak):
     """`convert` (outs -> outs, or None) followed by giving each jax.Array result the weak type
     `weak` lists for it (weak_types: the jaxpr's). A backend's results have the jaxpr's dtypes
-    but not always its weak types (MLX and Core ML results are device_put, the reference
-    backend's follow its re-emitted program): `jnp.full_like` of a weakly typed argument, a
-    `cond` returning a Python scalar. `weak` empty (results other than jax.Arrays): `convert`."""
+    but not always its weak types (the reference backend's follow its re-emitted program;
+    MLX's and Core ML's converters give them at once): `jnp.full_like` of a weakly typed
+    argument, a `cond` returning a Python scalar. `weak` empty (results other than jax.Arrays): `convert`."""
     if not weak:
         return convert
 

@@ -6,9 +6,14 @@ function and the result instead."""
 import jax
 import numpy as np
 
+from . import jax_internals
+
+_CONFIG = jax_internals.module("config")
+_NANS, _INFS, _DISABLE_JIT = _CONFIG.debug_nans, _CONFIG.debug_infs, _CONFIG.disable_jit
+
 
 def enabled():
-    return jax.config.jax_debug_nans or jax.config.jax_debug_infs
+    return _NANS.value or _INFS.value
 
 
 def check(outs, name):
@@ -36,10 +41,11 @@ def unchecked(jitted):
     segments) called with JAX's checks off while they are on: rlx_jax checks the results of
     the whole program itself (check), JAX's op-by-op rerun would stop inside rlx_jax's code.
     `jax.disable_jit()` does not reach it either: it turns off jax.jit, and an rlx_jax.jit
-    program runs on its backend under it, on every backend alike."""
+    program runs on its backend under it, on every backend alike. `.jitted` is `jitted`."""
     def call(*args):
-        if not (enabled() or jax.config.jax_disable_jit):
+        if not (_NANS.value or _INFS.value or _DISABLE_JIT.value):
             return jitted(*args)
         with jax.debug_nans(False), jax.debug_infs(False), jax.disable_jit(False):
             return jitted(*args)
+    call.jitted = jitted
     return call

@@ -101,10 +101,13 @@ class Compiled:
         self.executable = executable
         self.lowered = lowered
         self.output = output
+        weak = lowered.out_weak if output == "jax" else ()
         convert = None if isinstance(executable, Executable) and executable.converts_output else \
-            lowered.backend.output_converter(output)
-        self._convert = with_weak_types(convert, lowered.out_weak if output == "jax" else ())
+            lowered.backend.output_converter(output, weak)
+        self._convert = with_weak_types(convert, weak)
         self._keys = lowered.keys          # arguments.KeyBoundary, or None
+        tree = lowered.out_tree            # a single array result is returned as it is
+        self._single = tree.num_leaves == 1 and jax.tree_util.treedef_is_leaf(tree)
 
     @property
     def runtime(self):
@@ -113,15 +116,18 @@ class Compiled:
         return runtime_of(self.executable, self.lowered.backend)
 
     def call_flat(self, leaves):
-        if self._keys is not None:
-            leaves = self._keys.args(leaves)
+        keys = self._keys
+        if keys is not None:
+            leaves = keys.args(leaves)
         outs = self.executable(*leaves)
         if self._convert is not None:
             outs = self._convert(outs)
-        if self._keys is not None:
-            outs = self._keys.results(outs)
+        if keys is not None:
+            outs = keys.results(outs)
         if debug_checks.enabled():          # jax_debug_nans / jax_debug_infs
             debug_checks.check(outs, self.lowered.name)
+        if self._single:
+            return outs[0]
         return jax.tree_util.tree_unflatten(self.lowered.out_tree, outs)
 
     def as_text(self):
