@@ -40,6 +40,20 @@ def _to_numpy(outs):
     return [np.asarray(o) for o in outs]
 
 
+_JAX_TAKES = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
+
+
+def _taking_any_array(call):
+    """`call` (the jax.jit function) taking other libraries' arrays too (an mx.array as its
+    numpy view, which jax.jit then copies); `.jitted` stays the jax.jit function."""
+    def run(*args):
+        if all(isinstance(a, _JAX_TAKES) for a in args):
+            return call(*args)
+        return call(*[a if isinstance(a, _JAX_TAKES) else np.asarray(a) for a in args])
+    run.jitted = call.jitted
+    return run
+
+
 class XlaBackend(Backend):
     name = "xla"
     # the reference claims every primitive kind and nothing else (its rules are JAX itself)
@@ -51,7 +65,7 @@ class XlaBackend(Backend):
         """The lowering table (OpKind -> rule)."""
         return XLA_RULES
 
-    def output_converter(self, output):
+    def output_converter(self, output, weak=()):
         """outs -> outs for jit's `output` option (None: the jax.Arrays as they are)."""
         return _to_numpy if output == "numpy" else None
 
@@ -61,11 +75,15 @@ class XlaBackend(Backend):
     def array_input(self, x, dtype):
         return x if isinstance(x, jax.Array) else jax.device_put(np.asarray(x))
 
+    def direct_call(self, jitted):
+        from .direct import DirectCall
+        return DirectCall.of(jitted)
+
     def lower(self, graph, **options):
         refuse_collectives(graph)
 
         def run(*args):
             with own_numpy_rules():
                 return interpret(graph, XLA_RULES, args, backend=self.name)
-        return unchecked(jax.jit(run))
+        return _taking_any_array(unchecked(jax.jit(run)))
 
