@@ -170,9 +170,13 @@ def _converter(dtype):
     return convert
 
 
-def _mx_signature(x, x64, _narrow=arguments.narrowed):
+_SIGNATURE_DTYPES = {x64: {m: arguments.narrowed(n, x64) for m, n in MX_TO_NP.items()}
+                     for x64 in (False, True)}
+
+
+def _mx_signature(x, x64, _dtypes=_SIGNATURE_DTYPES):
     """arguments.signatures for an mx.array leaf (shape, numpy dtype, never weak)."""
-    return (tuple(x.shape), _narrow(MX_TO_NP[x.dtype], x64), False)
+    return (tuple(x.shape), _dtypes[x64][x.dtype], False)
 
 
 arguments.FAST_SIGNATURES[mx.array] = _mx_signature
