@@ -24,7 +24,8 @@ from . import jax_internals
 
 ALIGNMENT = 64          # bytes: JAX's CPU client aliases host buffers aligned to this
 
-_AVALS = {}             # (shape, dtype, weak type) -> ShapedArray
+_AVALS = {}             # (shape, dtype, weak type) -> ShapedArray, at most _AVALS_MAX
+_AVALS_MAX = 4096
 _SHARDINGS = {}         # device -> SingleDeviceSharding
 _DEFAULT = []           # [the default device], read once
 
@@ -61,6 +62,8 @@ def _aval(x, weak):
     key = (x.shape, x.dtype, weak)
     aval = _AVALS.get(key)
     if aval is None:
+        if len(_AVALS) >= _AVALS_MAX:       # a process meeting ever new shapes stays bounded
+            _AVALS.clear()
         aval = _AVALS[key] = _SHAPED(x.shape, x.dtype, weak_type=weak)
     return aval
 
