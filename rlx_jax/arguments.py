@@ -32,7 +32,9 @@ def _backend_dtype(dtype):
     return None
 
 
-def _to_np_dtype(dtype):
+def numpy_dtype(dtype):
+    """The numpy dtype of a dtype object of any array library (jax, numpy, a backend's, typed
+    PRNG keys as their IR dtypes); BadArgumentError for others."""
     try:
         return _DTYPES[dtype]
     except (KeyError, TypeError):
@@ -78,7 +80,7 @@ def leaf_signature(x, path, x64=False):
             f"argument {path} has type {t.__name__}, which is not an array or a number; "
             f"pass jax/numpy/mlx arrays or Python scalars, or mark it static "
             f"(static_argnums/static_argnames)")
-    dtype = _to_np_dtype(dtype)
+    dtype = numpy_dtype(dtype)
     if not x64:
         dtype = _NARROW.get(dtype, dtype)
     return (tuple(shape), dtype, bool(getattr(x, "weak_type", False)))

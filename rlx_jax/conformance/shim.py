@@ -7,6 +7,7 @@ import sys
 import jax
 from .. import api as rlx_api
 from .. import stages as rlx_stages
+from ..backends.xla import direct as rlx_direct
 from ..jax_internals import module as jax_module
 
 jax_api = jax_module("api")
@@ -14,6 +15,7 @@ jax_api = jax_module("api")
 _ORIGINAL = {"jax": jax.jit, "api": jax_api.jit}
 _WATCHED = {}      # class -> its own as_text
 _CALL_FLAT = rlx_stages.Compiled.call_flat
+_DIRECT_INIT = rlx_direct.DirectCall.__init__
 _COUNTERS = {}     # jax._src.test_util.count_* -> the original
 
 
@@ -54,6 +56,16 @@ class Shim:
             self.calls += 1
             return _CALL_FLAT(compiled, leaves)
         rlx_stages.Compiled.call_flat = call_flat
+
+        def direct_init(direct, jitted):      # xla's cached calls through jax.jit's dispatch
+            _DIRECT_INIT(direct, jitted)
+            call = direct.call
+
+            def counted(*args, **kwargs):
+                self.calls += 1
+                return call(*args, **kwargs)
+            direct.call = counted
+        rlx_direct.DirectCall.__init__ = direct_init
         jtu = jax_module("test_util")
         for name in [n for n in dir(jtu) if n.startswith("count_")]:
             self._watch_counter(jtu, name)
@@ -86,6 +98,7 @@ class Shim:
     def uninstall():
         jax.jit, jax_api.jit = _ORIGINAL["jax"], _ORIGINAL["api"]
         rlx_stages.Compiled.call_flat = _CALL_FLAT
+        rlx_direct.DirectCall.__init__ = _DIRECT_INIT
         for cls, original in _WATCHED.items():
             cls.as_text = original
         jtu = jax_module("test_util")

@@ -21,7 +21,7 @@ function stops using DirectCall.
 import jax
 
 from ... import jax_internals
-from ...arguments import narrowed, _to_np_dtype
+from ...arguments import narrowed, numpy_dtype
 from ..base import NotCompiled
 
 _LAX = jax_internals.module("lax")
@@ -34,7 +34,7 @@ _OFF = (_CONFIG.debug_nans, _CONFIG.debug_infs, _CONFIG.disable_jit)
 
 def _signature(x, x64):
     aval = x.aval
-    return (aval.shape, narrowed(_to_np_dtype(aval.dtype), x64), bool(aval.weak_type))
+    return (aval.shape, narrowed(numpy_dtype(aval.dtype), x64), bool(aval.weak_type))
 
 
 def _typed(x, weak):
