@@ -45,7 +45,8 @@ MIN_TARGET = {K.If: "iOS15", K.While: "iOS15", K.Scan: "iOS15"}   # per kind; se
 def _region(ctx, region, args):
     """The MIL vars of `region` run on `args` (MIL vars), in the current block. Outputs that
     are no result of an op of this region (an argument passed through, an outer value) go
-    through an identity, so every block returns vars of its own."""
+    through an identity, so every block returns vars of its own (a MIL Block's outputs are
+    outputs of its operations; the function's own outputs: legality.output_var)."""
     outs = interpret(region, MIL_RULES, list(args), ctx, backend="coreml")
     passed = {id(a) for a in args}
     return [ctx.mb.identity(x=o) if id(o) in passed else o for o in outs]
