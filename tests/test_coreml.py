@@ -245,6 +245,17 @@ def test_cache_reuses_package(tmp_path, monkeypatch):
     assert c3.executable.package_path != path and calls == [1]
 
 
+def test_package_hash_covers_the_lowering_source():
+    """Given:  the files the cache key hashes (package.code_files)
+       Result: the MIL rules and program builder, the graph passes and the package code: a
+               changed lowering never reuses a package built by the old one"""
+    files = package.code_files()
+    for f in ("mil/program.py", "mil/legality.py", "mil/elementwise.py", "passes/rank.py",
+              "package/__init__.py", "backend.py"):
+        assert f in files
+    assert len(files) == len(set(files))
+
+
 def test_scalar_bool_values_broadcast():
     f = lambda x: jnp.where(x.sum() > 0, x, -x)   # noqa: E731
     for x in (f32(2, 3), -np.abs(f32(2, 3))):
