@@ -172,6 +172,30 @@ def test_nested_blocks_keep_the_identity_of_a_passed_value():
     assert made_by(prog) == {"output_0": "while_loop", "output_1": "while_loop"}
 
 
+def test_an_inlined_branch_needs_no_identity():
+    """Given:  an IR If with one branch (inlined, no cond) returning its operand and a product
+       Result: no identity (the operand is an op of main: it is renamed); values as computed"""
+    from rlx_jax.backends import all_backends
+    from rlx_jax.ir.graph import Builder, Graph
+    from rlx_jax.ir.ops import OpKind as K
+    f3 = ((3,), np.float32)
+    branch = Builder(Graph("branch"))
+    v = branch.input(*f3)
+    two = branch.add(K.Constant, (), {"value": np.full(3, 2, np.float32)}, out=[f3])
+    branch.graph.outputs = [v, branch.add(K.Binary, (v, two), {"fn": "mul"}, out=[f3])]
+    top = Builder(Graph("top"))
+    i, x = top.input((), np.int32), top.input(*f3)
+    y = top.add(K.Binary, (x, x), {"fn": "add"}, out=[f3])
+    top.graph.outputs = list(top.add(K.If, (i, y), {}, out=[f3, f3], regions=[branch.graph]))
+    coreml = all_backends()["coreml"]
+    prog = coreml.build_program(top.graph)
+    assert made_by(prog) == {"output_0": "add", "output_1": "mul"}
+    assert "identity" not in prog.op_counts()
+    got = coreml.lower(top.graph)(np.int32(0), np.arange(3, dtype=np.float32))
+    np.testing.assert_array_equal(got[0], [0, 2, 4])
+    np.testing.assert_array_equal(got[1], [0, 4, 8])
+
+
 @pytest.mark.parametrize("optimize", ["fast", "default"])
 @pytest.mark.parametrize("name, fn, args, ops, outs", CASES, ids=IDS)
 def test_results_equal_jax(name, fn, args, ops, outs, optimize):

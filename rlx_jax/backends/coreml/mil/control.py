@@ -3,7 +3,7 @@ a step counter. Every region is lowered by the same interpreter loop (MIL_RULES)
 block that runs it; a region's constants (`Input`s bound to outer values) are read from the
 enclosing scope, as MIL blocks may.
 
-  If[n branches](index, *ops)  n == 1: the branch inlined (no cond).
+  If[n branches](index, *ops)  n == 1: the branch inlined (no cond, no identity of its own).
                                 n >= 2: cond(index <= 0, branch 0, cond(index <= 1, branch 1,
                                 ... branch n-1)): n-1 nested conds. Comparing with <= k and
                                 falling through to the last branch is lax.switch's clamp.
@@ -121,8 +121,9 @@ def _result(node, outs):
 def _if(ctx, node, index, *operands):
     _no_empty(node)
     mb, branches = ctx.mb, node.regions
-    if len(branches) == 1:
-        return _result(node, _region(ctx, branches[0], operands))
+    if len(branches) == 1:              # inlined in the current block, which names its own
+        return _result(node, interpret(branches[0], MIL_RULES, list(operands), ctx,
+                                       backend="coreml"))
 
     def switch(k):
         if k == len(branches) - 1:
