@@ -3,7 +3,7 @@ a step counter. Every region is lowered by the same interpreter loop (MIL_RULES)
 block that runs it; a region's constants (`Input`s bound to outer values) are read from the
 enclosing scope, as MIL blocks may.
 
-  If[n branches](index, *ops)  n == 1: the branch inlined (no cond).
+  If[n branches](index, *ops)  n == 1: the branch inlined (no cond, no identity of its own).
                                 n >= 2: cond(index <= 0, branch 0, cond(index <= 1, branch 1,
                                 ... branch n-1)): n-1 nested conds. Comparing with <= k and
                                 falling through to the last branch is lax.switch's clamp.
@@ -45,7 +45,8 @@ MIN_TARGET = {K.If: "iOS15", K.While: "iOS15", K.Scan: "iOS15"}   # per kind; se
 def _region(ctx, region, args):
     """The MIL vars of `region` run on `args` (MIL vars), in the current block. Outputs that
     are no result of an op of this region (an argument passed through, an outer value) go
-    through an identity, so every block returns vars of its own."""
+    through an identity, so every block returns vars of its own (a MIL Block's outputs are
+    outputs of its operations; the function's own outputs: legality.output_var)."""
     outs = interpret(region, MIL_RULES, list(args), ctx, backend="coreml")
     passed = {id(a) for a in args}
     return [ctx.mb.identity(x=o) if id(o) in passed else o for o in outs]
@@ -120,8 +121,9 @@ def _result(node, outs):
 def _if(ctx, node, index, *operands):
     _no_empty(node)
     mb, branches = ctx.mb, node.regions
-    if len(branches) == 1:
-        return _result(node, _region(ctx, branches[0], operands))
+    if len(branches) == 1:              # inlined in the current block, which names its own
+        return _result(node, interpret(branches[0], MIL_RULES, list(operands), ctx,
+                                       backend="coreml"))
 
     def switch(k):
         if k == len(branches) - 1:

@@ -358,7 +358,7 @@ def _cast(ctx, node, x):
     if dst not in MIL_DTYPES:
         refuse(node, f"cast to {ir_dst.name}: Core ML has no such tensor type")
     if src == dst:
-        return ctx.mb.identity(x=x)
+        return x
     if dst == np.bool_:
         return ctx.mb.not_equal(x=x, y=ctx.scalar(0, src))
     if src == np.bool_:

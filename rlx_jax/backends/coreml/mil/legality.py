@@ -10,9 +10,11 @@ Nodes inside control-flow regions (If / While / Scan bodies) are checked like to
 zero-size value there is refused (only top-level ones are folded away), and so is a narrowed
 integer there (the interval analysis proves no bounds inside regions).
 Model inputs/outputs: bool and narrowed integers travel as int32, rank-0 values as shape (1,);
-the host side converts back, so the user sees JAX's dtypes and shapes. A uint32/int64/uint64
-program input is taken to hold int32-range values (intervals.input_bounds), and every call's
-argument is checked against that before it is narrowed (Boundary.to_model).
+the host side converts back, so the user sees JAX's dtypes and shapes. Each model output is the
+var of the op that computes it, renamed (output_var): an identity only for an input returned as
+it is or a value returned twice. A uint32/int64/uint64 program input is taken to hold
+int32-range values (intervals.input_bounds), and every call's argument is checked against that
+before it is narrowed (Boundary.to_model).
 """
 import numpy as np
 
@@ -109,6 +111,21 @@ def problems(graph):
                    _TODO.get(v.dtype.name, "use float32/int32, or backend='xla'"))
 
 
+def output_var(mb, var, name, taken):
+    """`var` as the function output `name`. Core ML names a model output after the var the
+    function returns, so the var itself is renamed, as coremltools' own frontends name their
+    outputs (`replace_block_output_var` renames a var that takes a function output's place).
+    An identity is made only where the var cannot take the name: a function input (its name is
+    the model input's) or a var that is already an earlier output (one var, one name; a model's
+    output names are unique). `taken`: {id(var)} of those vars, updated here."""
+    if id(var) in taken:
+        var = mb.identity(x=var, name=name)
+    else:
+        var.name = name
+    taken.add(id(var))
+    return var
+
+
 class Boundary:
     """Model input/output types and the host-side conversions around them."""
 
@@ -132,14 +149,16 @@ class Boundary:
             var = mb.cast(x=var, dtype="bool")
         return var
 
-    def leave(self, ctx, v, var, name):
-        """Inside the program: the IR output value -> the named model output."""
+    def leave(self, ctx, v, var, name, taken):
+        """Inside the program: the IR output value -> the model output `name`, made by the op
+        that computes it: the cast (bool travels as int32) or reshape (rank 0 as shape (1,)) is
+        built with that name, any other result is renamed (output_var)."""
         mb = ctx.mb
         if v.dtype == np.bool_:
-            var = mb.cast(x=var, dtype="int32")
+            var = mb.cast(x=var, dtype="int32", **({"name": name} if v.shape else {}))
         if not v.shape:
-            return mb.reshape(x=var, shape=np.ones((1,), np.int32), name=name)
-        return mb.identity(x=var, name=name)
+            var = mb.reshape(x=var, shape=np.ones((1,), np.int32), name=name)
+        return output_var(mb, var, name, taken)
 
     def to_model(self, v, x, what=None):
         """Host side: a user array -> the model input array. An integer input narrowed to int32

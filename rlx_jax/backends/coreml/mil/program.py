@@ -93,10 +93,9 @@ def build_program(graph, opset, input_names=None, output_names=None):
     with Function(specs, opset_version=opset) as func:
         args = [boundary.enter(ctx, v, func.inputs[n]) for n, v in zip(in_names, graph.inputs)]
         outs = interpret(graph, MIL_RULES, args, ctx, backend="coreml")
-        results = []
-        for name, v, out in zip(out_names, graph.outputs, outs):
-            results.append(boundary.leave(ctx, v, out, name))
-        func.set_outputs(results)
+        taken = {id(var) for var in func.inputs.values()}
+        func.set_outputs([boundary.leave(ctx, v, out, name, taken)
+                          for name, v, out in zip(out_names, graph.outputs, outs)])
     prog = Program()
     prog.add_function("main", func)
     return MilProgram(prog, opset, in_names, out_names, boundary)

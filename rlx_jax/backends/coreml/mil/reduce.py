@@ -63,7 +63,7 @@ def _reduce(ctx, node, x):
     fn, axes, dt = node.attrs["fn"], node.attrs["axes"], node.inputs[0].dtype
     mb = ctx.mb
     if not axes:
-        return mb.identity(x=x)
+        return x
     axes = ctx.ints(axes)
     if dt == np.bool_:
         xi = mb.cast(x=x, dtype="int32")

@@ -16,7 +16,7 @@ mil_rule(K.Reshape)(lambda ctx, node, x: reshape(ctx, x, node.attrs["shape"]))
 mil_rule(K.Transpose)(lambda ctx, node, x: ctx.mb.transpose(x=x, perm=ctx.ints(
     node.attrs["perm"])))
 mil_rule(K.Reverse)(lambda ctx, node, x: ctx.mb.reverse(x=x, axes=ctx.ints(node.attrs["axes"]))
-                    if node.attrs["axes"] else ctx.mb.identity(x=x))
+                    if node.attrs["axes"] else x)
 mil_rule(K.Concat)(lambda ctx, node, *xs: ctx.mb.concat(values=list(xs),
                                                          axis=node.attrs["axis"]))
 
@@ -54,7 +54,7 @@ def expand(ctx, x, in_shape, shape, dims):
         x = reshape(ctx, x, full)
     reps = [o if f == 1 else 1 for f, o in zip(full, shape)]
     if all(r == 1 for r in reps):
-        return x if tuple(full) != tuple(in_shape) else ctx.mb.identity(x=x)
+        return x
     return ctx.mb.tile(x=x, reps=ctx.ints(reps))
 
 
@@ -177,7 +177,7 @@ def _dynamic_update_slice(ctx, node, x, u, *starts):
     mb = ctx.mb
     shape, ushape = tuple(node.inputs[0].shape), tuple(node.inputs[1].shape)
     if not shape:
-        return mb.identity(x=u)
+        return u
     strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1].astype(np.int64)
     begin = _clamped_starts(ctx, starts, shape, ushape)
     offset = mb.reduce_sum(x=mb.mul(x=begin, y=ctx.const(strides.astype(np.int32))),

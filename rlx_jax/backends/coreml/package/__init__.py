@@ -2,7 +2,8 @@
 
 Every compile produces a real .mlpackage (`ct.convert(..., skip_model_load=True)` then save),
 stored under `$RLX_JAX_CACHE_DIR/coreml` (default `~/.cache/rlx_jax/coreml`) by a hash of the
-legalized graph, its constants, the options and the tool versions.
+legalized graph, its constants, the options, the tool versions and this backend's own source
+(code_files: a changed lowering builds anew).
 """
 import contextlib
 import functools
@@ -93,15 +94,28 @@ class Options:
         return getattr(ct.ComputeUnit, UNITS[self.units])
 
 
+def code_files():
+    """Every source file of this backend (rlx_jax/backends/coreml/: the MIL rules, the graph
+    passes, the executor, this package), relative paths in a fixed order."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        out += [os.path.relpath(os.path.join(dirpath, n), root)
+                for n in sorted(filenames) if n.endswith(".py")]
+    return out
+
+
 def _code_version():
-    """A hash of this backend's own source, so a changed lowering never reuses a package."""
+    """A hash of this backend's own source (code_files), so a changed lowering never reuses a
+    package."""
     if not _CODE:
         h = hashlib.sha256()
-        here = os.path.dirname(os.path.abspath(__file__))
-        for name in sorted(os.listdir(here)):
-            if name.endswith(".py"):
-                with open(os.path.join(here, name), "rb") as f:
-                    h.update(f.read())
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        for rel in code_files():
+            h.update(rel.encode())
+            with open(os.path.join(root, rel), "rb") as f:
+                h.update(f.read())
         _CODE.append(h.hexdigest()[:16])
     return _CODE[0]
 
