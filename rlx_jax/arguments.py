@@ -235,7 +235,7 @@ def with_weak_types(convert, weak):
     but not always its weak types (the reference backend's follow its re-emitted program;
     MLX's and Core ML's converters give them at once): `jnp.full_like` of a weakly typed
     argument, a `cond` returning a Python scalar. `weak` empty (results other than jax.Arrays): `convert`."""
-    if not weak:
+    if not weak or getattr(convert, "gives_weak_types", False):
         return convert
 
     def run(outs):

@@ -73,13 +73,37 @@ def from_numpy(arrays, weak=()):
     arrays, aliasing each one whose buffer is ALIGNMENT-aligned and copying the others once;
     result i is weakly typed where weak[i] is (missing entries: strongly typed). The arrays
     must not be written to afterwards (an MLX result's memory never is)."""
-    if _PUT is None:
-        return jax.device_put(list(arrays))
-    dev = _device()
-    sh, devs = _sharding(dev), [dev]
-    n = len(weak)
-    return [_PUT(_aval(x, i < n and weak[i]), sh, [x], devs, False, False, _ZERO_COPY)
-            for i, x in enumerate(arrays)]
+    return Converter(weak)(arrays)
+
+
+class Converter:
+    """from_numpy for the results of one program: their avals (shapes and dtypes fixed by the
+    program) are made once and reused while the results match them. `gives_weak_types`: the
+    results carry `weak` already (arguments.with_weak_types adds nothing)."""
+    gives_weak_types = _PUT is not None
+
+    def __init__(self, weak=()):
+        self.weak, self._avals = tuple(weak), []
+
+    def __call__(self, arrays):
+        if _PUT is None:
+            return jax.device_put(list(arrays))
+        avals = self._avals
+        if len(avals) != len(arrays):
+            return self._remade(arrays)
+        dev = _device()
+        sh, devs = _sharding(dev), [dev]
+        outs = []
+        for a, x in zip(avals, arrays):
+            if a.shape != x.shape or a.dtype != x.dtype:
+                return self._remade(arrays)
+            outs.append(_PUT(a, sh, [x], devs, False, False, _ZERO_COPY))
+        return outs
+
+    def _remade(self, arrays):
+        n, weak = len(self.weak), self.weak
+        self._avals = [_aval(x, i < n and weak[i]) for i, x in enumerate(arrays)]
+        return self(arrays)
 
 
 def shares_memory(jax_array, host_array):

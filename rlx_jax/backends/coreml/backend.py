@@ -48,9 +48,7 @@ def write_package(graph, options, path, timings=None, overwrite=True):
 
 
 def _to_jax(weak):
-    def convert(outs):
-        return jax_arrays.from_numpy(outs, weak)
-    return convert
+    return jax_arrays.Converter(weak)
 
 
 class CoremlBackend(Backend):

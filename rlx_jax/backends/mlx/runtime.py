@@ -89,13 +89,14 @@ def _forget(key):
     return drop
 
 
-def to_jax(xs, weak=()):
+def to_jax(xs, weak=(), convert=None):
     """Evaluated mx.arrays as jax.Arrays (weakly typed where `weak` says) that remember them:
     passed back to an MLX program, a jax.Array's mx.array is used and nothing is copied. Each
-    is made by jax_arrays.from_numpy from a numpy view of the MLX buffer: aliased where the
-    buffer is 64-byte aligned (Metal's page-aligned buffers), else copied once (this CPU
-    allocator's 16-byte aligned ones); each mx.array lives as long as its jax.Array."""
-    outs = jax_arrays.from_numpy([to_numpy(x) for x in xs], weak)
+    is made by a jax_arrays.Converter (`convert`, one per program) from a numpy view of the MLX
+    buffer: aliased where the buffer is 64-byte aligned (Metal's page-aligned buffers), else
+    copied once (this CPU allocator's 8- or 16-byte aligned ones); each mx.array lives as
+    long as its jax.Array."""
+    outs = (convert or jax_arrays.Converter(weak))([to_numpy(x) for x in xs])
     for out, x in zip(outs, xs):
         key = id(out)
         _BACKING[key] = (weakref.ref(out, _forget(key)), x)
@@ -194,9 +195,12 @@ def _numpy_outputs(outs):
 
 
 def _jax_outputs(weak):
+    converter = jax_arrays.Converter(weak)
+
     def convert(outs):
         mx.eval(outs)
-        return to_jax(outs, weak)
+        return to_jax(outs, convert=converter)
+    convert.gives_weak_types = converter.gives_weak_types
     return convert
 
 
