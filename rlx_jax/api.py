@@ -15,7 +15,8 @@ from . import options as _options
 from . import distributed, interop, nesting, stages
 from . import jax_internals
 from .arguments import (TracedArgument, function_name, static_args, key_boundary, leaf_names,
-                        leaf_signature, output_names, raise_unhashable, signatures, weak_types)
+                        leaf_signature, output_names, raise_unhashable, weak_types)
+from .arguments import FAST_SIGNATURES
 from .backends.base import NotCompiled, all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
@@ -94,15 +95,20 @@ class Jitted:
 
     def _key(self, args, kwargs):
         """(cache key, dynamic leaves) of a call: the key from one flatten, the leaves'
-        signatures (arguments.signatures: per type, no per-leaf probing for the common types)
-        and JAX's trace context (the configuration jax.jit keys its own cache on: x64, PRNG
+        signatures (arguments.FAST_SIGNATURES: per type, no per-leaf probing for the common
+        types) and JAX's trace context (the configuration jax.jit keys its own cache on: x64, PRNG
         and dtype-promotion modes, ...)."""
-        statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
-        leaves, tree = _flatten((dyn_args, dyn_kwargs))
+        if self.static_argnums or self.static_argnames:
+            statics, args, kwargs = self._split(args, kwargs)
+        else:
+            statics = ()
+        leaves, tree = _flatten((args, kwargs))
         x64 = _X64.value
-        sigs = signatures(leaves, x64)
-        if sigs is None:
-            sigs = self._signatures(leaves, dyn_args, dyn_kwargs, x64)
+        fast = FAST_SIGNATURES
+        try:
+            sigs = tuple([fast[type(x)](x, x64) for x in leaves])
+        except KeyError:
+            sigs = self._signatures(leaves, args, kwargs, x64)
         return (tree, sigs, statics, _trace_context()), leaves
 
     def _signatures(self, leaves, dyn_args, dyn_kwargs, x64):

@@ -105,20 +105,11 @@ def _float_signature(x, x64):
     return ((), _SCALAR_TYPES_X64[float] if x64 else _SCALAR_TYPES[float], True)
 
 
-# type -> (leaf, x64) -> signature, for the leaf types every cached call meets; a backend adds
-# its own array type (MLX: mx.array). Any other type takes leaf_signature's general path.
+# type -> (leaf, x64) -> signature (as leaf_signature gives it), for the leaf types every cached
+# call meets (Jitted._key); a backend adds its own array type (MLX: mx.array). Any other type
+# takes leaf_signature's general path, which also raises for bad leaves.
 FAST_SIGNATURES = {jax_internals.module("array").ArrayImpl: _array_signature,
                    np.ndarray: _numpy_signature, float: _float_signature}
-
-
-def signatures(leaves, x64):
-    """The leaf signatures of a call (as leaf_signature gives them) when every leaf has a type
-    in FAST_SIGNATURES, else None (then leaf_signature, which also raises for bad leaves)."""
-    fast = FAST_SIGNATURES
-    try:
-        return tuple([fast[type(x)](x, x64) for x in leaves])
-    except KeyError:
-        return None
 
 
 def static_args(sig, static_argnums, static_argnames):

@@ -9,11 +9,12 @@ import numpy as np
 from . import jax_internals
 
 _CONFIG = jax_internals.module("config")
-_NANS, _INFS, _DISABLE_JIT = _CONFIG.debug_nans, _CONFIG.debug_infs, _CONFIG.disable_jit
+# the options' State objects (a cached call reads them directly)
+DEBUG_NANS, DEBUG_INFS, _DISABLE_JIT = _CONFIG.debug_nans, _CONFIG.debug_infs, _CONFIG.disable_jit
 
 
 def enabled():
-    return _NANS.value or _INFS.value
+    return DEBUG_NANS.value or DEBUG_INFS.value
 
 
 def check(outs, name):
@@ -43,7 +44,7 @@ def unchecked(jitted):
     `jax.disable_jit()` does not reach it either: it turns off jax.jit, and an rlx_jax.jit
     program runs on its backend under it, on every backend alike. `.jitted` is `jitted`."""
     def call(*args):
-        if not (_NANS.value or _INFS.value or _DISABLE_JIT.value):
+        if not (DEBUG_NANS.value or DEBUG_INFS.value or _DISABLE_JIT.value):
             return jitted(*args)
         with jax.debug_nans(False), jax.debug_infs(False), jax.disable_jit(False):
             return jitted(*args)

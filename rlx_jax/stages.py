@@ -11,6 +11,7 @@ import jax
 from . import analysis, debug_checks
 from . import options as _options
 from .arguments import with_weak_types
+from .debug_checks import DEBUG_INFS, DEBUG_NANS
 from .backends.base import Executable, runtime_of
 from .errors import BadArgumentError
 from .numpy_rules import with_own_numpy_rules
@@ -124,7 +125,7 @@ class Compiled:
             outs = self._convert(outs)
         if keys is not None:
             outs = keys.results(outs)
-        if debug_checks.enabled():          # jax_debug_nans / jax_debug_infs
+        if DEBUG_NANS.value or DEBUG_INFS.value:      # jax_debug_nans / jax_debug_infs
             debug_checks.check(outs, self.lowered.name)
         if self._single:
             return outs[0]

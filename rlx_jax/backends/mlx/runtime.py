@@ -176,7 +176,7 @@ _SIGNATURE_DTYPES = {x64: {m: arguments.narrowed(n, x64) for m, n in MX_TO_NP.it
 
 
 def _mx_signature(x, x64, _dtypes=_SIGNATURE_DTYPES):
-    """arguments.signatures for an mx.array leaf (shape, numpy dtype, never weak)."""
+    """arguments.FAST_SIGNATURES for an mx.array leaf (shape, numpy dtype, never weak)."""
     return (tuple(x.shape), _dtypes[x64][x.dtype], False)
 
 
