@@ -225,7 +225,8 @@ def with_weak_types(convert, weak):
     `weak` lists for it (weak_types: the jaxpr's). A backend's results have the jaxpr's dtypes
     but not always its weak types (the reference backend's follow its re-emitted program;
     MLX's and Core ML's converters give them at once): `jnp.full_like` of a weakly typed
-    argument, a `cond` returning a Python scalar. `weak` empty (results other than jax.Arrays): `convert`."""
+    argument, a `cond` returning a Python scalar. `weak` empty (results other than
+    jax.Arrays), or a converter that `gives_weak_types` itself: `convert`."""
     if not weak or getattr(convert, "gives_weak_types", False):
         return convert
 

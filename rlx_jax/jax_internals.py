@@ -27,7 +27,8 @@ LOCATIONS = {
     "core": ("jax._src.core",),
     "pjit": ("jax._src.pjit",),
     "lax": ("jax._src.lax.lax",),     # weak types of traced results (backends/xla/direct.py)
-    "xla_client": ("jaxlib.xla_client", "jax._src.lib.xla_client"),   # jax_arrays.py: batched_device_put
+    # batched_device_put (jax_arrays.py)
+    "xla_client": ("jaxlib.xla_client", "jax._src.lib.xla_client"),
 }
 
 

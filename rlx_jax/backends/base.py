@@ -157,9 +157,10 @@ class Backend:
     def direct_call(self, jitted):
         """A cheaper cached call for the api.Jitted `jitted` (xla: jax.jit's own dispatch,
         xla/direct.py), or None (Jitted's own path). The object returned has `usable()`
-        (whether to take it now) and `call`, called as the function is; `call` raises NotCompiled for
-        a signature Jitted has not compiled, TypeError/OverflowError for arguments it does not
-        take (Jitted then takes its own path, and stops using it after a TypeError)."""
+        (whether to take it now) and `call`, called as the function is; `call` raises
+        NotCompiled for a signature Jitted has not compiled, TypeError/OverflowError for
+        arguments it does not take (Jitted then takes its own path, and stops using `call`
+        after a TypeError)."""
         return None
 
     def wrap_executable(self, executable, lowered):
