@@ -272,11 +272,12 @@ def _loose(pattern, rank):
     return p, Matcher(False, variables(t, pattern.ref.params)), terms(p) if _is_sum(p) else None
 
 
-def match(pattern, u, stop, uterms=None):
+def match(pattern, u, stop, uterms=None, ranks=None):
     """(bound inputs {name: user value}, params {name: value}, leftover terms) when `pattern`
-    matches exactly at user value `u`, else None. `uterms`: terms(u, stop), if known."""
+    matches exactly at user value `u`, else None. `uterms`: terms(u, stop), if known; `ranks`:
+    the template ranks to try (default: all, in order)."""
     ref = pattern.ref
-    for rank in ref.ranks:
+    for rank in ref.ranks if ranks is None else ranks:
         if ref.template(rank) is None:
             continue
         p, loose, pterms = _loose(pattern, rank)
