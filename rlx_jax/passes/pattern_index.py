@@ -16,7 +16,7 @@ two levels: on a flax LM train step the index leaves about one pair in twenty.
 import itertools
 
 from ..ir.ops import OpKind as K
-from .patterns import COMMUTATIVE, _is_sum, signature, terms
+from .patterns import COMMUTATIVE, is_sum, signature, terms
 
 MAX_OPERANDS = 4       # a node with more operands is keyed by its own head (2**n variants)
 
@@ -65,7 +65,7 @@ class Index:
             self.order.setdefault(pattern, len(self.order))
             p = pattern.ref.template(rank).outputs[pattern.out]
             pos = (self.order[pattern], pattern.ref.ranks.index(rank))
-            if _is_sum(p):
+            if is_sum(p):
                 self.sums.setdefault(signature(p), []).append(
                     (pos, pattern, rank, frozenset(key(t) for t in terms(p))))
             else:
