@@ -213,7 +213,9 @@ class Jitted:
     def _lower(self, key, args, kwargs, traced=None):
         closed, graph, out_tree, timings, keys = traced or self._trace(key, args, kwargs)
         if self.options.get("recognize", True):
+            t0 = time.perf_counter()
             graph = recognize(graph)
+            timings["recognize"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         placed = self._place(graph)
         timings["legalize"] = time.perf_counter() - t0

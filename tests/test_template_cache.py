@@ -1,11 +1,18 @@
 """The on-disk cache of traced pattern graphs (passes/template_cache.py): a cached graph is the
 traced one, with fresh value ids; a damaged entry is traced again; the cache can be turned off;
-its directory changes with the library versions; every reference has a name of its own."""
+its directory changes with the library versions; every reference has a name of its own. Its
+area "types": shape inference's results read back by a later process, for plain signatures."""
+import glob
 import importlib.metadata
 
+import jax
 import numpy as np
 import pytest
 
+import rlx_jax
+from rlx_jax.ir import prng, shapes
+from rlx_jax.ir.graph import Builder
+from rlx_jax.ir.ops import OpKind
 from rlx_jax.passes import template_cache
 from rlx_jax.passes.pattern_refs import R
 from rlx_jax.passes.recognize_optim import ADAMS
@@ -88,3 +95,44 @@ def test_a_refused_trace_is_not_cached(cache_root):
     key, types, params = _key_and_types(ref)
     assert ref.graph(types, params) is None
     assert template_cache.load(key) is template_cache.MISSING
+
+
+# ---- inferred types (ir/shapes.py keeps them in the area "types") ----
+
+def _types_entries(root):
+    return glob.glob(str(root / "types" / "*" / "*.pkl"))
+
+
+def test_inferred_types_are_read_back_by_a_later_process(cache_root, monkeypatch):
+    """A signature inferred once is stored; a process that has not inferred it (an empty
+    memo) reads it back instead of evaluating the reference again."""
+    monkeypatch.setattr(shapes, "_CACHE", {})
+    b = Builder()
+    x = b.input((2, 3), np.float32)
+    assert b.unary("exp", x).type_str() == "f32[2,3]"
+    assert len(_types_entries(cache_root)) == 1
+    monkeypatch.setattr(shapes, "_CACHE", {})
+    monkeypatch.setattr(shapes, "_infer", lambda node: pytest.fail("inferred again"))
+    assert b.unary("exp", x).type_str() == "f32[2,3]"
+    b.graph.outputs = [b.graph.nodes[-1].out]
+    b.graph.verify()
+
+
+def test_only_plain_signatures_are_stored(cache_root, monkeypatch):
+    """A NaN attribute, a PRNG key dtype (its meaning is this process's registry) or an
+    object with an arbitrary repr is not plain data: such signatures stay in the memo."""
+    key = (OpKind.Binary, (("fn", "add"),), (((2,), np.dtype(np.float32)),) * 2, False)
+    assert shapes._plain(key)
+    assert not shapes._plain((OpKind.Pad, (("value", float("nan")),), (), False))
+    assert not shapes._plain((OpKind.RandomBits, (), (((2,), prng.KEY),), False))
+    assert not shapes._plain((OpKind.HostPrimitive, (("primitive", object()),), (), False))
+    monkeypatch.setattr(shapes, "_CACHE", {})
+    g = rlx_jax.trace(lambda k: jax.random.split(k), jax.random.key(0))
+    assert g.nodes and not _types_entries(cache_root)
+
+
+def test_inferred_types_follow_the_cache_switch(cache_root, monkeypatch):
+    monkeypatch.setenv(template_cache.ENV, "0")
+    monkeypatch.setattr(shapes, "_CACHE", {})
+    Builder().unary("exp", Builder().input((4,), np.float32))
+    assert not _types_entries(cache_root)

@@ -116,7 +116,7 @@ def signature(v):
     return v.node.kind, v.node.attrs.get("fn")
 
 
-def _is_sum(v):
+def is_sum(v):
     return v.node is not None and v.node.kind is K.Binary and v.node.attrs.get("fn") == "add"
 
 
@@ -125,7 +125,7 @@ def terms(v, stop=frozenset()):
     out, todo = [], [v]
     while todo and len(out) + len(todo) <= MAX_TERMS:
         t = todo.pop()
-        if _is_sum(t) and t.node not in stop and all(
+        if is_sum(t) and t.node not in stop and all(
                 (i.shape, i.dtype) == (v.shape, v.dtype) for i in t.node.inputs):
             todo.extend(reversed(t.node.inputs))
         else:
@@ -231,10 +231,10 @@ class Matcher:
     def root(self, p, u, stop, pterms=None, uterms=None):
         """Matches pattern root `p` at user value `u`; returns (env, the user terms left over).
         pterms, uterms: the terms of p and u when they are sums, if known."""
-        if not _is_sum(p):
+        if not is_sum(p):
             env = self.value(p, u, {})
             return (env, []) if env is not None else None
-        if not _is_sum(u):
+        if not is_sum(u):
             return None
         ut = uterms if uterms is not None else terms(u, stop)
         got = self.sum(pterms if pterms is not None else terms(p), ut, {})
@@ -269,14 +269,15 @@ def _loose(pattern, rank):
     """(template root, its matcher, its sum's terms or None) of `pattern` at `rank`."""
     t = pattern.ref.template(rank)
     p = t.outputs[pattern.out]
-    return p, Matcher(False, variables(t, pattern.ref.params)), terms(p) if _is_sum(p) else None
+    return p, Matcher(False, variables(t, pattern.ref.params)), terms(p) if is_sum(p) else None
 
 
-def match(pattern, u, stop, uterms=None):
+def match(pattern, u, stop, uterms=None, ranks=None):
     """(bound inputs {name: user value}, params {name: value}, leftover terms) when `pattern`
-    matches exactly at user value `u`, else None. `uterms`: terms(u, stop), if known."""
+    matches exactly at user value `u`, else None. `uterms`: terms(u, stop), if known; `ranks`:
+    the template ranks to try (default: all, in order)."""
     ref = pattern.ref
-    for rank in ref.ranks:
+    for rank in ref.ranks if ranks is None else ranks:
         if ref.template(rank) is None:
             continue
         p, loose, pterms = _loose(pattern, rank)

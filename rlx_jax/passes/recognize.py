@@ -24,6 +24,7 @@ from ..ir.ops import OpKind as K
 from ..ir.reference import gather_dimension_numbers
 from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
+from .pattern_index import Index
 from .pattern_table import PATTERNS
 from .patterns import match, signature, terms
 from ..numpy_rules import with_own_numpy_rules
@@ -65,29 +66,22 @@ def _present(graph):
 
 
 def recognize_patterns(graph, table=PATTERNS):
-    """Replaces every exact match of a generated pattern (passes/patterns.py) by its kind."""
+    """Replaces every exact match of a generated pattern (passes/patterns.py) by its kind;
+    each node is offered only the patterns whose two top levels it has (pattern_index.py)."""
     present = _present(graph)
-    by_root = {}
-    for p in table:
-        if p.ref.trigger <= present:
-            for rank in p.ref.ranks:
-                template = p.ref.template(rank)
-                if template is None:      # e.g. the formula's library is not installed
-                    continue
-                sig = signature(template.outputs[p.out])
-                if p not in by_root.setdefault(sig, []):
-                    by_root[sig].append(p)
-    if not by_root:
+    index = Index([(p, rank) for p in table if p.ref.trigger <= present
+                   for rank in p.ref.ranks if p.ref.template(rank) is not None])
+    if not index:          # (a template is None when, e.g., its library is not installed)
         return graph
     fired = set()
 
     def replace(b, n, ins):
         if len(n.outputs) != 1:
             return None
-        cands = by_root.get(signature(n.out), ())
-        uterms = terms(n.out, fired) if cands and signature(n.out) == SUM else None
-        for p in cands:
-            got = match(p, n.out, fired, uterms)
+        sig = signature(n.out)
+        uterms = terms(n.out, fired) if sig == SUM and index.has(sig) else None
+        for p, ranks in index.candidates(n.out, uterms):
+            got = match(p, n.out, fired, uterms, ranks)
             if got is None:
                 continue
             bound, params, rest = got

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..ir.ops import OpKind as K
 from ..ir.rewrite import dce, rewrite
+from .pattern_index import key, variants
 from .patterns import Matcher, Reference, signature, variables
 
 MARKERS = {"nlr": 0.0123, "b1": 0.8765, "b2": 0.98765, "eps": 3.21e-7}
@@ -118,12 +119,14 @@ def _templates(present):
 def find_groups(graph):
     """The groups of matched leaves (lists of Leaf, in graph order) among `graph`'s own nodes."""
     refs = _templates({(n.kind, n.attrs.get("fn")) for n in graph.nodes})
+    keys = [key(template.outputs[0]) for _, template, _ in refs]
     groups = {}
     for n in graph.nodes if refs else ():
         if len(n.outputs) != 1:
             continue
-        for ref, template, loose in refs:
-            leaf = signature(n.out) == signature(template.outputs[0]) and \
+        have = variants(n.out)            # what a loose match checks first (pattern_index.py)
+        for (ref, template, loose), k in zip(refs, keys):
+            leaf = signature(n.out) == signature(template.outputs[0]) and k in have and \
                 match_leaf(ref, n.out, template, loose)
             if leaf:
                 groups.setdefault(leaf.key(), []).append(leaf)
