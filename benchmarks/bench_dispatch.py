@@ -16,7 +16,8 @@
     MIL reference executor: the figure is the call path's overhead, not Core ML's speed).
 (b) a memory-bound training loop: 8 leaves of 4 MB updated `p - 0.01 * g`, the results fed
     back each step, output="jax" (the default) against output="native"; the default's extra
-    time per step against numpy copying the same bytes once; whether the results alias MLX's
+    time per step against numpy copying the same bytes once (into existing arrays, and into new
+    ones as a jax.Array's copy is); whether the results alias MLX's
     memory, and the alignment of MLX's buffers here (jax aliases 64-byte aligned ones).
 
 Rounds are interleaved and the fastest round's median is kept (drift on a shared machine hits
@@ -138,12 +139,15 @@ def memory_bound(runs, rounds, steps=4):
     calls = dict(loops)
     calls["numpy copy"] = lambda: [[np.copyto(d, s) for d, s in zip(dst, src)]
                                    for _ in range(steps)]
+    calls["numpy new"] = lambda: [[s.copy() for s in src] for _ in range(steps)]
     meds = medians(calls, runs, rounds)
-    native, default, copy = (min(meds[k]) for k in ("native", "jax", "numpy copy"))
+    native, default, copy, new = (min(meds[k]) for k in ("native", "jax", "numpy copy",
+                                                         "numpy new"))
     show(meds, "native", 1e3, "ms")
-    print(f"  default's extra time / numpy's copy of the same {leaves * n * 4 * steps >> 20} MB:"
-          f" {(default - native) / copy:5.2f}x;  results aliasing MLX memory: {aliased} of "
-          f"{leaves}")
+    print(f"  default's extra time over numpy copying the same {leaves * n * 4 * steps >> 20} MB:"
+          f" {(default - native) / copy:5.2f}x into existing arrays, "
+          f"{(default - native) / new:5.2f}x into new ones;  results aliasing MLX memory: "
+          f"{aliased} of {leaves}")
     bufs = [mx.ones((k,)) for k in (1, 4, 100, 1000, 1 << 16, 1 << 20) for _ in range(8)]
     mx.eval(bufs)
     addrs = [to_numpy(b).ctypes.data for b in bufs]
