@@ -124,10 +124,12 @@ def find_groups(graph):
     for n in graph.nodes if refs else ():
         if len(n.outputs) != 1:
             continue
-        have = variants(n.out)            # what a loose match checks first (pattern_index.py)
+        have = None                       # what a loose match checks first (pattern_index.py)
         for (ref, template, loose), k in zip(refs, keys):
-            leaf = signature(n.out) == signature(template.outputs[0]) and k in have and \
-                match_leaf(ref, n.out, template, loose)
+            if signature(n.out) != signature(template.outputs[0]):
+                continue
+            have = variants(n.out) if have is None else have
+            leaf = k in have and match_leaf(ref, n.out, template, loose)
             if leaf:
                 groups.setdefault(leaf.key(), []).append(leaf)
                 break

@@ -64,7 +64,7 @@ def digest():
 
 
 AREAS = {"patterns": ("pattern graph", "tracing the reference again"),
-         "types": ("inferred types", "inferring them again")}
+         "types": ("entry of inferred types", "inferring them again")}
 
 
 def path(key, area="patterns"):
