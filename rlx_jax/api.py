@@ -14,9 +14,9 @@ import jax
 from . import options as _options
 from . import distributed, interop, nesting, stages
 from . import jax_internals
-from .arguments import (TracedArgument, function_name, static_args, key_boundary, leaf_names,
-                        leaf_signature, output_names, raise_unhashable, weak_types)
-from .arguments import FAST_SIGNATURES
+from .arguments import (FAST_SIGNATURES, TracedArgument, function_name, static_args,
+                        key_boundary, leaf_names, leaf_signature, output_names,
+                        raise_unhashable, weak_types)
 from .backends.base import NotCompiled, all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
@@ -32,6 +32,14 @@ _LEAF_TYPES = {}   # type -> whether its instances are pytree leaves (method bin
 _CONFIG = jax_internals.module("config")
 _X64, _trace_context = _CONFIG.enable_x64, _CONFIG.trace_context
 _flatten = jax.tree_util.tree_flatten
+
+
+def cache_key(tree, sigs, statics):
+    """The executable cache's key of a call: the dynamic leaves' pytree structure and
+    signatures, the static arguments, and JAX's trace context (the configuration jax.jit keys
+    its own cache on: x64, PRNG and dtype-promotion modes, ...). Jitted._key and the xla
+    backend's direct calls (backends/xla/direct.py) both key the cache with it."""
+    return (tree, sigs, statics, _trace_context())
 
 
 class Jitted:
@@ -78,7 +86,8 @@ class Jitted:
         return _Bound(self, obj)
 
     # ---- argument handling ----
-    def _split(self, args, kwargs):
+    def split_statics(self, args, kwargs):
+        """(static (position or name, value) pairs, dynamic args, dynamic kwargs) of a call."""
         if not self.static_argnums and not self.static_argnames:
             return (), args, kwargs          # the common case, on every cached call
         n = len(args)
@@ -94,12 +103,10 @@ class Jitted:
         return statics, dyn_args, dyn_kwargs
 
     def _key(self, args, kwargs):
-        """(cache key, dynamic leaves) of a call: the key from one flatten, the leaves'
-        signatures (arguments.FAST_SIGNATURES: per type, no per-leaf probing for the common
-        types) and JAX's trace context (the configuration jax.jit keys its own cache on: x64, PRNG
-        and dtype-promotion modes, ...)."""
+        """(cache_key, dynamic leaves) of a call: one flatten, the leaves' signatures per type
+        (arguments.FAST_SIGNATURES: no per-leaf probing for the common types)."""
         if self.static_argnums or self.static_argnames:
-            statics, args, kwargs = self._split(args, kwargs)
+            statics, args, kwargs = self.split_statics(args, kwargs)
         else:
             statics = ()
         leaves, tree = _flatten((args, kwargs))
@@ -109,7 +116,7 @@ class Jitted:
             sigs = tuple([fast[type(x)](x, x64) for x in leaves])
         except KeyError:
             sigs = self._signatures(leaves, args, kwargs, x64)
-        return (tree, sigs, statics, _trace_context()), leaves
+        return cache_key(tree, sigs, statics), leaves
 
     def _signatures(self, leaves, dyn_args, dyn_kwargs, x64):
         """leaf_signature of each leaf; a bad leaf's error names its pytree path."""
@@ -255,6 +262,10 @@ class Jitted:
                             or False
         return compiled.call_flat(leaves)
 
+    def compiled(self, key):
+        """The Compiled of a cache_key, or None when that signature is not compiled yet."""
+        return self._cache.get(key)
+
     def clear_cache(self):
         self._cache.clear()
         if self._direct:
@@ -264,7 +275,7 @@ class Jitted:
     def flat_call(self, args, kwargs):
         """(statics, the flat function of the dynamic leaves, those leaves) of a call."""
         self._check_signature(args, kwargs)
-        statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        statics, dyn_args, dyn_kwargs = self.split_statics(args, kwargs)
         leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
         return statics, self._flat_fun(tree, statics), leaves
 

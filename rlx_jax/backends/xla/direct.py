@@ -21,13 +21,12 @@ function stops using DirectCall.
 import jax
 
 from ... import jax_internals
+from ...api import cache_key
 from ...arguments import narrowed, numpy_dtype
 from ..base import NotCompiled
 
 _LAX = jax_internals.module("lax")
 _CORE = jax_internals.module("core")
-
-
 _CONFIG = jax_internals.module("config")
 _OFF = (_CONFIG.debug_nans, _CONFIG.debug_infs, _CONFIG.disable_jit)
 
@@ -46,7 +45,6 @@ class DirectCall:
 
     def __init__(self, jitted):
         self._jitted = jitted
-        self._x64, self._context = _CONFIG.enable_x64, _CONFIG.trace_context
         self.call = jax.jit(self._body, static_argnums=tuple(sorted(jitted.static_argnums)),
                             static_argnames=tuple(sorted(jitted.static_argnames)))
 
@@ -68,11 +66,11 @@ class DirectCall:
 
     def _body(self, *args, **kwargs):
         j = self._jitted
-        statics, dyn_args, dyn_kwargs = j._split(args, kwargs)
+        statics, dyn_args, dyn_kwargs = j.split_statics(args, kwargs)
         leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        x64 = self._x64.value
-        key = (tree, tuple(_signature(x, x64) for x in leaves), statics, self._context())
-        compiled = j._cache.get(key)
+        x64 = _CONFIG.enable_x64.value
+        compiled = j.compiled(cache_key(tree, tuple(_signature(x, x64) for x in leaves),
+                                        statics))
         run = getattr(getattr(compiled, "executable", None), "jitted", None)
         if run is None or compiled.output != "jax":
             raise NotCompiled()
