@@ -235,7 +235,17 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         direct = self._direct
-        if direct and direct.usable():
+        if direct is False and not (self.static_argnums or self.static_argnames):
+            leaves, tree = _flatten((args, kwargs))      # the cached call, inline: _key's work
+            x64, fast = _X64.value, FAST_SIGNATURES
+            try:
+                sigs = tuple([fast[type(x)](x, x64) for x in leaves])
+                compiled = self._cache.get((tree, sigs, (), _trace_context()))
+            except KeyError:
+                compiled = None
+            if compiled is not None:
+                return compiled.call_flat(leaves)
+        elif direct and direct.usable():
             try:
                 return direct.call(*args, **kwargs)
             except NotCompiled:

@@ -154,7 +154,7 @@ def test_training_loop_feeds_results_back_without_copies(output):
     native = leaves if output == "native" else [backing_array(a) for a in leaves]
     assert all(isinstance(a, mx.array if output == "native" else jax.Array) for a in leaves)
     assert all(isinstance(b, mx.array) for b in native)
-    assert all(a is b for a, b in zip(exe._inputs(leaves), native))   # no conversion, no copy
+    assert all(a is b for a, b in zip(exe.inputs(leaves), native))   # no conversion, no copy
     for k in p:
         np.testing.assert_allclose(np.asarray(pm[k]), np.asarray(pj[k]), rtol=1e-4, atol=1e-6)
 

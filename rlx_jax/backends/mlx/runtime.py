@@ -235,10 +235,6 @@ class MlxExecutable(Executable):
         self._call = self._first_call
         self.runtime = "mlx-compiled" if self.compiled else "mlx-eager"
 
-    def _inputs(self, args):
-        return [a if type(a) is mx.array and a.dtype == dt else cv(a)
-                for a, dt, cv in zip(args, self._mx_dtypes, self._convs)]
-
     def _first_call(self, *ins):
         """Builds kernels under cache_dir(); falls back to eager MLX when mx.compile fails."""
         try:
@@ -272,5 +268,12 @@ class MlxExecutable(Executable):
         self.runtime = "mlx-eager"
         return self._fn(*ins)
 
-    def __call__(self, *args):
-        return self._call(*self._inputs(args))
+    def inputs(self, args):
+        """The mx.arrays the program is called with: mx.arrays of its dtypes as they are, other
+        arguments converted (to_mx)."""
+        return [a if type(a) is mx.array and a.dtype == dt else cv(a)
+                for a, dt, cv in zip(args, self._mx_dtypes, self._convs)]
+
+    def __call__(self, *args):        # self.inputs(args), inline: the cached call's hot path
+        return self._call(*[a if type(a) is mx.array and a.dtype == dt else cv(a)
+                            for a, dt, cv in zip(args, self._mx_dtypes, self._convs)])
