@@ -14,7 +14,7 @@ import jax
 from . import options as _options
 from . import distributed, interop, nesting, stages
 from . import jax_internals
-from .arguments import (FAST_SIGNATURES, TracedArgument, function_name, static_args,
+from .arguments import (FAST_SIGNATURES, PLAIN_ARRAY_TYPES, TracedArgument, function_name, static_args,
                         key_boundary, leaf_names, leaf_signature, output_names,
                         raise_unhashable, weak_types)
 from .backends.base import NotCompiled, all_backends, available_backends, get_backend
@@ -65,6 +65,7 @@ class Jitted:
         self._backend = None
         self._direct = None               # Backend.direct_call's, made after a first compile
         self._method = None
+        self._last = None                 # _remember's (count, checks, trace context, Compiled)
         self.trace_count = 0
 
     def __get__(self, obj, objtype=None):
@@ -234,16 +235,27 @@ class Jitted:
         return lowered
 
     def __call__(self, *args, **kwargs):
+        last = self._last        # the previous call's, when its arguments were plain arrays
+        if last is not None and not kwargs and len(args) == last[0]:
+            for a, (t, shape, dtype) in zip(args, last[1]):
+                if type(a) is not t or a.shape != shape or a.dtype != dtype:
+                    break
+            else:
+                if _trace_context() == last[2]:
+                    return last[3].call_flat(args)
         direct = self._direct
         if direct is False and not (self.static_argnums or self.static_argnames):
             leaves, tree = _flatten((args, kwargs))      # the cached call, inline: _key's work
             x64, fast = _X64.value, FAST_SIGNATURES
+            context = _trace_context()
             try:
                 sigs = tuple([fast[type(x)](x, x64) for x in leaves])
-                compiled = self._cache.get((tree, sigs, (), _trace_context()))
+                compiled = self._cache.get((tree, sigs, (), context))
             except KeyError:
                 compiled = None
             if compiled is not None:
+                if not kwargs:
+                    self._remember(args, leaves, context, compiled)
                 return compiled.call_flat(leaves)
         elif direct and direct.usable():
             try:
@@ -272,12 +284,22 @@ class Jitted:
                             or False
         return compiled.call_flat(leaves)
 
+    def _remember(self, args, leaves, context, compiled):
+        """Keeps a call whose arguments are all positional arrays of PLAIN_ARRAY_TYPES (its
+        leaves are its arguments) as the last call: the next call with arrays of the same types,
+        shapes and dtypes under the same trace context reuses its Compiled with no pytree
+        flatten and no signature tuples (what MLX's own calls with mx.arrays do every step)."""
+        if len(leaves) == len(args) and all(type(a) in PLAIN_ARRAY_TYPES for a in args):
+            self._last = (len(args), tuple([(type(a), a.shape, a.dtype) for a in args]),
+                          context, compiled)
+
     def compiled(self, key):
         """The Compiled of a cache_key, or None when that signature is not compiled yet."""
         return self._cache.get(key)
 
     def clear_cache(self):
         self._cache.clear()
+        self._last = None
         if self._direct:
             self._direct = None
 

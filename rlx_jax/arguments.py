@@ -111,6 +111,12 @@ def _float_signature(x, x64):
 FAST_SIGNATURES = {jax_internals.module("array").ArrayImpl: _array_signature,
                    np.ndarray: _numpy_signature, float: _float_signature}
 
+# Array types whose signature is a function of (type, shape, dtype) alone under one trace
+# context (never weakly typed): a call whose arguments are all positional arrays of these
+# types is checked against the previous call's by those three (Jitted's last-call memo)
+# without a pytree flatten; a backend adds its own (MLX: mx.array).
+PLAIN_ARRAY_TYPES = {np.ndarray}
+
 
 def static_args(sig, static_argnums, static_argnames):
     """(positions, names) of the static arguments, as frozensets: each named also by the other

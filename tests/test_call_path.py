@@ -179,3 +179,62 @@ def test_the_cache_key_holds_jaxs_trace_context(backend):
     assert f.trace_count == 2               # as jax.jit, a new configuration traces again
     f(x)
     assert f.trace_count == 2
+
+
+def _counting_flatten(monkeypatch):
+    """Counts the pytree flattens of rlx_jax.jit's cached call path."""
+    from rlx_jax import api
+    calls, real = [], api._flatten
+
+    def flatten(tree):
+        calls.append(1)
+        return real(tree)
+    monkeypatch.setattr(api, "_flatten", flatten)
+    return calls
+
+
+@pytest.mark.parametrize("backend", ["mlx", "coreml"])
+def test_plain_array_calls_reuse_the_last_program_without_a_flatten(backend, monkeypatch):
+    mx = pytest.importorskip("mlx.core")
+    fn = lambda a, b: a * 2 + b             # noqa: E731
+    f, oracle = rlx_jax.jit(fn, backend=backend, output="numpy"), jax.jit(fn)
+    a, b = np.arange(6, dtype=np.float32), np.ones(6, np.float32)
+    f(a, b)
+    f(a, b)                               # the keyed call remembers its arguments' kinds
+    flattens = _counting_flatten(monkeypatch)
+    np.testing.assert_array_equal(f(a + 1, b), (a + 1) * 2 + b)
+    assert flattens == [] and f.trace_count == 1
+    # another type, shape or dtype, or another trace context, is keyed again (and right)
+    cases = [(mx.array(a), b), (a[:4], b[:4]), (a.astype(np.int32), b),
+             (a, b.astype(np.float16))]
+    for args in cases:
+        want = np.asarray(oracle(*[np.asarray(x) for x in args]))
+        n = len(flattens)
+        got = f(*args)
+        assert len(flattens) > n
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    traces = f.trace_count
+    with jax.numpy_dtype_promotion("strict"):
+        n = len(flattens)
+        np.testing.assert_array_equal(f(a, b), a * 2 + b)
+        assert len(flattens) > n and f.trace_count == traces + 1
+    f.clear_cache()
+    n = len(flattens)
+    np.testing.assert_array_equal(f(a, b), a * 2 + b)
+    assert len(flattens) > n
+
+
+def test_the_last_call_memo_skips_weak_and_keyword_arguments(monkeypatch):
+    f = rlx_jax.jit(lambda a, b=1.0: a * b, backend="mlx", output="numpy")
+    a = np.arange(4, dtype=np.float32)
+    f(a, np.float32(3) * np.ones(4, np.float32))
+    f(a, np.float32(3) * np.ones(4, np.float32))
+    flattens = _counting_flatten(monkeypatch)
+    calls = [lambda: f(a, b=np.full(4, 2, np.float32)),
+             lambda: f(a, 2.0),                               # a Python float is weak
+             lambda: f(a, jnp.full(4, 2.0))]
+    for call in calls + calls:                                # new, then cached, signatures
+        n = len(flattens)
+        np.testing.assert_array_equal(call(), a * 2)
+        assert len(flattens) > n

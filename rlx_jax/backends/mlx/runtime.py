@@ -181,6 +181,7 @@ def _mx_signature(x, x64, _dtypes=_SIGNATURE_DTYPES):
 
 
 arguments.FAST_SIGNATURES[mx.array] = _mx_signature
+arguments.PLAIN_ARRAY_TYPES.add(mx.array)
 
 
 def to_mx(x, dtype):
