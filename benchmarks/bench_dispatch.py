@@ -23,7 +23,14 @@
 Rounds are interleaved and the fastest round's median is kept (drift on a shared machine hits
 every variant alike); the spread is the range of the round medians.
 
-Run: python benchmarks/bench_dispatch.py [--quick]
+The process is pinned to one core (Linux, `os.sched_setaffinity`) unless --all-cores is given:
+an MLX evaluation hands the work to MLX's stream thread and waits for it, and on a machine with
+a few cores that hand-off to another core costs 20-50 us, bimodally, per call (measured here:
+raw `mx.compile` + `mx.eval` 14-19 us pinned with a spread of 0.1-4 us, 19-41 us on two cores
+with a spread of 30-45 us), which would swamp the few microseconds the call path adds. Pinned,
+the caller and the stream thread share the core and each call pays one context switch.
+
+Run: python benchmarks/bench_dispatch.py [--quick] [--all-cores]
 """
 import argparse
 import os
@@ -158,7 +165,15 @@ def memory_bound(runs, rounds, steps=4):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--all-cores", action="store_true",
+                    help="do not pin the process to one core")
     opts = ap.parse_args()
+    if not opts.all_cores and hasattr(os, "sched_setaffinity"):
+        core = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {core})
+        print(f"pinned to core {core} (--all-cores: every core)")
+    else:
+        print(f"cores: {sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else 'all'}")
     os.environ.setdefault("RLX_JAX_CACHE_DIR", tempfile.mkdtemp(prefix="rlx-bench-"))
     runs, rounds = (200, 3) if opts.quick else (2000, 7)
     dispatch(runs, rounds)
