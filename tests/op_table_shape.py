@@ -26,6 +26,8 @@ SHAPE_CASES = [
     *_shape("broadcast_in_dim", lambda x: jnp.broadcast_to(x, (2, 3, 4)), (3, 1)),
     Case("broadcast_in_dim_dims_f32", lambda x: lax.broadcast_in_dim(x, (3, 2, 4), (0, 2)),
          args(f32(3, 4)), grad=True),
+    *_shape("broadcast_in_dim_unordered_dims",      # JAX's testBroadcastInDim: dims (1, 0)
+            lambda x: lax.broadcast_in_dim(x, (2, 3, 4), (1, 0)), (3, 1), dtypes=(F32, F16, I32)),
     *_shape("expand_dims", lambda x: jnp.expand_dims(x, (0, 2)), (3, 4), dtypes=(F32, I32)),
     *_shape("reshape", lambda x: x.reshape(4, 6), (2, 3, 4), dtypes=(F32, F16, I32, BOOL)),
     Case("reshape_scalar_f32", lambda x: x.reshape(()), args(f32(1, 1)), grad=True),

@@ -17,6 +17,7 @@ FAKE = textwrap.dedent('''
     import jax
     import jax.numpy as jnp
     from jax._src import test_util as jtu
+    from jax._src.interpreters import mlir
 
     jax.config.parse_flags_with_absl()
 
@@ -58,6 +59,13 @@ FAKE = textwrap.dedent('''
         self.assertEqual(count(), 1)
         self.assertIn("Pjit", type(f).__name__)   # fails under rlx_jax, after the counter
 
+      def testDefinesALowering(self):   # its primitive's only meaning is an MLIR lowering
+        p = jax.extend.core.Primitive("lowered_only")
+        p.def_abstract_eval(lambda x: x)
+        mlir.register_lowering(p, mlir.lower_fun(lambda x: x, multiple_results=False))
+        f = jax.jit(lambda x: p.bind(x) + 1)
+        self.assertNotIn("rlx_jax", type(f).__module__)
+
       def testRefused(self):   # an op rlx_jax refuses by name
         jax.jit(lambda x: jax.lax.rng_uniform(0.0, 1.0, (2,)))(1.0)
 
@@ -69,7 +77,7 @@ FAKE = textwrap.dedent('''
 WANT = {"testJitPasses": "pass", "testCompileAndCheck": "pass", "testRlxRuns": "pass",
         "testNoJit": "no-rlx", "testFailsEverywhere": "jax-fails", "testSkipped": "skip",
         "testCrash": "fail", "testRefused": "fail",
-        "testReadsStableHLO": "api", "testCountsDispatch": "api"}
+        "testReadsStableHLO": "api", "testCountsDispatch": "api", "testDefinesALowering": "api"}
 
 
 def _run(tmp_path, *extra, version=jax.__version__):
@@ -95,7 +103,8 @@ def test_every_outcome_is_reported_as_it_is(tmp_path):
     assert results["testSkipped"]["reason"] == "not on this machine"
     assert results["testJitPasses"]["programs"] == 1
     # 3 passes of 5 applicable cases (the crash and the refusal fail): 60% < --require 99
-    assert "| lax_test | 10 (10) | 3 | 2 | 60.00% | 1 | 1 | 1 | 2 |" in proc.stdout, proc.stdout
+    assert results["testDefinesALowering"]["mlir_lowerings"] == 1
+    assert "| lax_test | 11 (11) | 3 | 2 | 60.00% | 1 | 1 | 1 | 3 |" in proc.stdout, proc.stdout
     assert proc.returncode == 1 and "below --require 99%" in proc.stderr
 
 
@@ -159,3 +168,31 @@ def test_a_program_built_in_an_earlier_case_still_counts(tmp_path):
     assert [report.outcome(r) for r in results] == ["pass", "pass"]
     assert sorted(r["programs"] for r in results) == [0, 1]
     assert all(r["calls"] == 1 for r in results)
+
+
+def test_a_run_cut_off_goes_on_where_it_stopped(tmp_path):
+    from rlx_jax.conformance import report
+    proc, out = _run(tmp_path, "-k", "JitPasses")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first = out.read_text()
+    assert len(first.splitlines()) == 1
+    with open(out, "a") as f:                  # a line a stopped run left half written
+        f.write('{"file": "lax_test", "case": "FakeTest.testNoJ')
+    proc, out = _run(tmp_path, "--resume")
+    assert "10 cases from 1 files" in proc.stderr and "1 kept from" in proc.stderr, proc.stderr
+    assert "an unreadable line is run again" in proc.stderr
+    text = out.read_text().splitlines()
+    assert text[1].endswith("testNoJ")             # the unfinished line stays as it was
+    lines = [json.loads(ln) for ln in text[2:]]
+    assert first.splitlines()[0] == out.read_text().splitlines()[0]    # kept, not rerun
+    assert "FakeTest.testJitPasses" not in {r["case"] for r in lines}
+    results = {r["case"].split(".")[1]: r for r in lines}
+    assert {c: report.outcome(r) for c, r in results.items()} == \
+        {c: w for c, w in WANT.items() if c != "testJitPasses"}
+    # the report covers the kept case too; nothing is left to run the third time
+    assert "| lax_test | 11 (11) | 3 | 2 | 60.00% |" in proc.stdout, proc.stdout
+    proc, _ = _run(tmp_path, "--resume")
+    assert "0 cases from 1 files" in proc.stderr and "11 kept" in proc.stderr
+    assert "| lax_test | 11 (11) | 3 | 2 | 60.00% |" in proc.stdout
+    proc, _ = _run(tmp_path, "--resume", "--eager")
+    assert proc.returncode != 0 and "recorded with eager=False" in proc.stderr

@@ -17,12 +17,14 @@ def outcome(r):
     jax-fails (it fails under plain jax.jit too), api (it failed after reading the program's
     text, which is rlx_jax's IR and not JAX's StableHLO, or JAX's own dispatch / compile event
     counters (jtu.count_*), or on a jax.stages attribute that rlx_jax's stages do not
-    have)."""
+    have, or the test defines primitives by their MLIR lowerings (mlir.register_lowering):
+    XLA's compiler IR is their only meaning, and rlx_jax compiles without it)."""
     if r["status"] == "skip":
         return "skip"
     if r["status"] in BAD and r.get("jax_status") in BAD:
         return "jax-fails"
-    if r["status"] in BAD and (r.get("read_ir") or STAGES_API.search(r.get("reason") or "")):
+    if r["status"] in BAD and (r.get("read_ir") or r.get("mlir_lowerings")
+                               or STAGES_API.search(r.get("reason") or "")):
         return "api"
     built = (r.get("jitted") or 0) + (r.get("programs") or 0) + (r.get("calls") or 0) > 0
     if not built and r["status"] == "pass":
@@ -77,7 +79,8 @@ def markdown(results, backend, listed, title=None):
     if api:
         out += ["", f"API differences ({len(api)}): the test reads JAX's compiler text "
                     f"(`.lower().as_text()`: rlx_jax gives its IR), JAX's dispatch and "
-                    f"compile counters (jtu.count_*) or a jax.stages attribute:",
+                    f"compile counters (jtu.count_*) or a jax.stages attribute, or defines "
+                    f"its primitives by MLIR lowerings (mlir.register_lowering):",
                 ""]
         out += [f"- {r['file']}.{r['case']}: `{category(r)}`" for r in api[:20]]
     apart = [r for r in results if outcome(r) == "jax-fails"]

@@ -2,6 +2,7 @@
 `jax._src.test_util`, give `rlx_jax.jit(fun, backend=...)`; every other caller (JAX's own
 library code, rlx_jax itself) gets JAX's jit, so only the tests' compilations move."""
 import functools
+import importlib
 import sys
 
 import jax
@@ -17,6 +18,9 @@ _WATCHED = {}      # class -> its own as_text
 _CALL_FLAT = rlx_stages.Compiled.call_flat
 _DIRECT_INIT = rlx_direct.DirectCall.__init__
 _COUNTERS = {}     # jax._src.test_util.count_* -> the original
+# where tests register their primitives' XLA lowerings: JAX's module and its public re-export
+_MLIR = (jax_module("mlir"), importlib.import_module("jax.interpreters.mlir"))
+_REGISTER_LOWERING = _MLIR[0].register_lowering
 
 
 class Shim:
@@ -28,6 +32,7 @@ class Shim:
         self.jitted = 0          # rlx_jax.jit functions made (per case: reset by the worker)
         self.read_ir = 0         # calls of as_text on rlx_jax's stages (the tests read JAX's IR)
         self.calls = 0           # rlx_jax programs executed
+        self.mlir_lowerings = 0  # MLIR lowerings the test registered (its primitives' meaning)
 
     def jit(self, fun=None, /, _depth=1, **kwargs):
         """jax.jit's signature; rlx_jax.jit when the caller is test code."""
@@ -69,6 +74,12 @@ class Shim:
         jtu = jax_module("test_util")
         for name in [n for n in dir(jtu) if n.startswith("count_")]:
             self._watch_counter(jtu, name)
+
+        def register_lowering(*args, **kwargs):   # a primitive defined by its XLA lowering
+            self.mlir_lowerings += 1
+            return _REGISTER_LOWERING(*args, **kwargs)
+        for m in _MLIR:
+            m.register_lowering = register_lowering
         return self
 
     def _watch_counter(self, module, name):
@@ -99,6 +110,8 @@ class Shim:
         jax.jit, jax_api.jit = _ORIGINAL["jax"], _ORIGINAL["api"]
         rlx_stages.Compiled.call_flat = _CALL_FLAT
         rlx_direct.DirectCall.__init__ = _DIRECT_INIT
+        for m in _MLIR:
+            m.register_lowering = _REGISTER_LOWERING
         for cls, original in _WATCHED.items():
             cls.as_text = original
         jtu = jax_module("test_util")

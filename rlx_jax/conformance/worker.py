@@ -94,6 +94,7 @@ class Worker:
         result = _Result()
         if self.shim is not None:
             self.shim.jitted = self.shim.read_ir = self.shim.calls = 0
+            self.shim.mlir_lowerings = 0
         if self.eager is not None:
             self.eager.calls = 0
         t0 = time.perf_counter()
@@ -103,6 +104,7 @@ class Worker:
                "jitted": self.shim.jitted if self.shim else None,
                "read_ir": self.shim.read_ir if self.shim else None,
                "calls": self.shim.calls if self.shim else None,
+               "mlir_lowerings": self.shim.mlir_lowerings if self.shim else None,
                "eager_calls": self.eager.calls if self.eager else None,
                "programs": len(programs), "host_programs": 0, "eager_programs": 0}
         for p in programs:

@@ -7,7 +7,13 @@ from . import jaxpr_rule
 
 @jaxpr_rule("broadcast_in_dim")
 def _broadcast_in_dim(ctx, x, *dyn, shape, broadcast_dimensions, **params):
-    return ctx.b.expand(x, shape, tuple(int(d) for d in broadcast_dimensions))
+    """JAX allows the operand's axes to land in any order (dims (1, 0)); the IR's Expand keeps
+    them in order, so the operand is transposed first where they are not."""
+    dims = tuple(int(d) for d in broadcast_dimensions)
+    perm = tuple(int(i) for i in np.argsort(dims, kind="stable"))
+    if perm != tuple(range(len(dims))):
+        x, dims = ctx.b.transpose(x, perm), tuple(sorted(dims))
+    return ctx.b.expand(x, shape, dims)
 
 
 @jaxpr_rule("reshape")
