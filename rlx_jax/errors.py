@@ -9,6 +9,11 @@ class UnsupportedPrimitiveError(RlxError):
     """The traced program uses JAX primitives the frontend has no rule for."""
 
 
+class UnsupportedDtypeError(UnsupportedPrimitiveError, TypeError):
+    """The traced program holds a value of a dtype the IR cannot: a custom element type
+    (`jax.dtypes.extended`) other than JAX's PRNG keys."""
+
+
 class IRTypeError(RlxError):
     """A node was built with operands of the wrong shape or dtype."""
 

@@ -366,3 +366,30 @@ def test_composite_runs_its_decomposition_on_the_device(backend):
     lowered = jitted.lower(x)
     assert lowered.placement().device_only
     assert lowered.graph.op_counts().get("HostPrimitive", 0) == 0
+
+
+def test_custom_element_types_are_refused_by_name():
+    from jax._src import core as jax_core, dtypes as jax_dtypes
+
+    class TagTy(jax_dtypes.ExtendedDType):       # a custom element type, not a PRNG key
+        type, name = jax_dtypes.extended, "tag"
+        __hash__ = lambda self: hash(TagTy)                          # noqa: E731
+        __eq__ = lambda self, other: type(other) is TagTy           # noqa: E731
+        __repr__ = __str__ = lambda self: "tag"                      # noqa: E731
+    from jax.extend.core import Primitive
+    from rlx_jax.errors import UnsupportedDtypeError
+    make = Primitive("make_tag")
+    make.def_abstract_eval(lambda x: jax_core.ShapedArray(x.shape, TagTy()))
+    drop = Primitive("drop_tag")
+    drop.def_abstract_eval(lambda t: jax_core.ShapedArray(t.shape, np.float32))
+
+    def f(x):
+        return drop.bind(make.bind(x)) + 1     # the line the error names
+    line = inspect.getsourcelines(f)[1] + 1
+    for backend in ("xla", "mlx"):
+        with pytest.raises(UnsupportedDtypeError) as e:
+            rlx_jax.jit(f, backend=backend)(np.ones(3, np.float32))
+        msg = str(e.value)
+        assert "make_tag" in msg and "dtype tag" in msg and "jax.dtypes.extended" in msg
+        assert f"test_frontend.py:{line}" in msg
+        assert isinstance(e.value, TypeError)

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 from jax.extend import core as jcore
 
-from ..errors import RlxError, UnsupportedPrimitiveError
+from ..errors import RlxError, UnsupportedDtypeError, UnsupportedPrimitiveError
 from ..ir import prng
 from ..ir.graph import Builder, Graph, Value
 from ..ir.host import HostParams
@@ -121,6 +121,25 @@ def no_rule(eqn):
     return f"no rlx_jax rule for JAX primitive {name}", True
 
 
+def foreign_dtype(aval):
+    """The dtype of `aval` when it is a custom element type (jax.dtypes.extended) that is not a
+    PRNG key, the IR having no representation of it, else None."""
+    dt = getattr(aval, "dtype", None)
+    if dt is None or isinstance(dt, np.dtype) or prng.is_key(dt):
+        return None
+    return dt if jax.dtypes.issubdtype(dt, jax.dtypes.extended) else None
+
+
+def refuse_foreign(aval, what, src=None):
+    dt = foreign_dtype(aval)
+    if dt is not None:
+        raise UnsupportedDtypeError(
+            f"{what} has dtype {dt}, a custom element type (jax.dtypes.extended) that is not "
+            f"one of JAX's PRNG keys" + (f", at {src}" if src else "") + ": rlx_jax's IR holds "
+            f"numeric dtypes and PRNG keys only. Pass and compute its physical array (the "
+            f"array its dtype's rules lower it to) instead, or run this part with jax.jit")
+
+
 def _placeholder(aval):
     """A stand-in value for an unsupported eqn's output."""
     return Value(aval.shape, _plain_dtype(aval))
@@ -151,6 +170,7 @@ class _Tracer:
     def run(self, jaxpr, consts, args):
         env = {}
         for var, c in zip(jaxpr.constvars, consts):
+            refuse_foreign(var.aval, f"a constant the function closes over ({type(c).__name__})")
             env[var] = c if isinstance(c, Value) else self._const(c)
         for var, a in zip(jaxpr.invars, args):
             env[var] = a
@@ -199,6 +219,9 @@ class _Tracer:
     def eqn(self, eqn, invals):
         name = eqn.primitive.name
         src = source_line(eqn) or self.call_src
+        for v in eqn.outvars:
+            if not isinstance(getattr(v.aval, "dtype", None), np.dtype):
+                refuse_foreign(v.aval, f"the result of `{_eqn_text(eqn)}`", src)
         if name in CALL_PARAMS and CALL_PARAMS[name] in eqn.params:
             return self.inline(eqn.params[CALL_PARAMS[name]], invals, src)
         rule = JAXPR_RULES.get(name)
@@ -260,6 +283,7 @@ def boundary_input(b, aval):
     """The graph Input for a jaxpr invar: typed PRNG keys cross the graph boundary as their
     physical data (uint32[..., *key_shape], wrapped right after the Input), every other value
     as is."""
+    refuse_foreign(aval, f"an argument of type {aval.str_short()}")
     if prng.is_key(aval.dtype):
         data = b.input(prng.physical_shape(aval.shape, prng.dtype_of(aval.dtype)), np.uint32)
         prng.mark_key_data(data)
