@@ -194,5 +194,8 @@ def test_a_run_cut_off_goes_on_where_it_stopped(tmp_path):
     proc, _ = _run(tmp_path, "--resume")
     assert "0 cases from 1 files" in proc.stderr and "11 kept" in proc.stderr
     assert "| lax_test | 11 (11) | 3 | 2 | 60.00% |" in proc.stdout
+    proc, _ = _run(tmp_path, "--resume", "--retry-failures")    # the 6 failing ones again
+    assert "6 cases from 1 files" in proc.stderr and "5 kept" in proc.stderr, proc.stderr
+    assert "| lax_test | 11 (11) | 3 | 2 | 60.00% |" in proc.stdout
     proc, _ = _run(tmp_path, "--resume", "--eager")
     assert proc.returncode != 0 and "recorded with eager=False" in proc.stderr

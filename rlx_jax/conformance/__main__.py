@@ -40,6 +40,8 @@ def parse(argv):
     p.add_argument("--resume", action="store_true",
                    help="with --out: keep the results FILE has (a run cut off goes on where it "
                         "stopped; the report covers them all)")
+    p.add_argument("--retry-failures", action="store_true",
+                   help="with --resume: run the kept cases that failed again (after a fix)")
     p.add_argument("--markdown", metavar="FILE", help="also write the report there")
     p.add_argument("--require", type=float, metavar="PERCENT",
                    help="exit 1 when a file's rate is below PERCENT")
@@ -71,6 +73,8 @@ def previous_results(args):
                     sys.exit(f"{args.out}:{n} was recorded with {k}={r.get(k)!r}, this run "
                              f"has {k}={getattr(args, k)!r}: name another --out file")
             found[(r["file"], r["case"])] = r
+    if args.retry_failures:
+        found = {k: r for k, r in found.items() if r["status"] not in report.BAD}
     return found
 
 
@@ -115,6 +119,8 @@ def main(argv=None):
     args = parse(argv)
     if args.resume and not args.out:
         sys.exit("--resume needs --out FILE (the results to go on from)")
+    if args.retry_failures and not args.resume:
+        sys.exit("--retry-failures needs --resume (it runs a results file's failures again)")
     path = cases.test_dir(args.jax_tests)
     cases.check_release(path, args.allow_mismatch)
     files = cases.files_in(path, args.files.split(",") if args.files else None)
