@@ -181,6 +181,12 @@ def test_key_returned_unchanged(backend):
                 np.ones(3, np.float32))
 
 
+def test_cloned_keys_are_the_same_keys(backend):
+    """jax.random.clone (JAX's random_clone, a key-reuse marker) gives the keys themselves."""
+    assert_same(lambda k: (R.clone(k), R.uniform(R.clone(k)[1], (3,))), backend,
+                R.split(R.key(3), 4))
+
+
 def test_closed_over_key_is_a_constant(backend):
     key = R.key(99)
     assert_same(lambda x: x + R.normal(R.fold_in(key, 1), x.shape) * 0 + R.uniform(key, x.shape),

@@ -38,6 +38,9 @@ def _random_wrap(ctx, data, *, impl):
 
 
 jaxpr_rule("random_unwrap")(lambda ctx, keys: ctx.emit(K.RandomUnwrap, (keys,)))
+# jax.random.clone: the same keys as a new value (a marker for JAX's key-reuse checker, which
+# rlx_jax programs do not run); values are immutable here, so the keys themselves
+jaxpr_rule("random_clone")(lambda ctx, keys: keys)
 jaxpr_rule("random_fold_in")(lambda ctx, keys, msgs: ctx.emit(K.RandomFoldIn, (keys, msgs)))
 jaxpr_rule("random_bits")(lambda ctx, keys, *, bit_width, shape: ctx.emit(
     K.RandomBits, (keys,), bit_width=int(bit_width), shape=tuple(int(d) for d in shape),
