@@ -16,7 +16,9 @@ same backend with the same options, so nothing runs as plain JAX instead of the 
   the JVP rule: jax.grad of jax.grad, jax.hessian and jax.jacfwd of jax.jacrev all work;
 - batching: an `rlx_call` of `jax.vmap(fun, in_axes, out_axes=0)`;
 - lowering under `jax.jit`: a host callback (as `jax.pure_callback` lowers) that runs the
-  executable, compiled when `jax.jit` lowers; the rest of the jax.jit program stays XLA.
+  executable, compiled when `jax.jit` lowers; the rest of the jax.jit program stays XLA;
+- printing: a jaxpr shows the call as `rlx_call[fn=<name>@<backend> jaxpr={ ... }]`, the
+  function's own jaxpr nested as JAX prints a `jit` call's.
 
 Gradients recompute the forward where the backward needs it (the tangent map is compiled from
 `jax.jvp` of the whole function): a `jax.grad` runs the forward once and the transposed map once.
@@ -29,7 +31,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import nesting
+from . import jax_internals, nesting
 from .errors import BadArgumentError
 from .ir import prng
 
@@ -88,6 +90,15 @@ class RlxFunction:
                 shapes = jax.eval_shape(self.flat, *map(_struct, avals))
             out = self._avals[avals] = tuple(
                 jax.core.ShapedArray(s.shape, s.dtype, weak_type=s.weak_type) for s in shapes)
+        return out
+
+    def jaxpr(self, avals):
+        """The ClosedJaxpr of the function for inputs of `avals` (printing), traced once."""
+        key = ("jaxpr", avals)
+        out = self._avals.get(key)
+        if out is None:
+            with nesting.tracing():
+                out = self._avals[key] = jax.make_jaxpr(self.flat)(*map(_struct, avals))
         return out
 
     def compiled(self, avals, output):
@@ -202,6 +213,17 @@ def _batch(args, dims, *, fn):
     return outs, [0] * len(outs)
 
 
+_CORE = jax_internals.module("core")
+
+
+def _pretty(eqn, context, settings):
+    """An rlx_call eqn printed with the function's jaxpr nested (as JAX prints `jit`)."""
+    fn = eqn.params["fn"]
+    jaxpr = fn.jaxpr(tuple(v.aval for v in eqn.invars))
+    return _CORE._pp_eqn(eqn.replace(params=dict(eqn.params, jaxpr=jaxpr)), context, settings,
+                         params=["fn", "jaxpr"])
+
+
 def _lowering(ctx, *operands, fn):
     compiled = fn.compiled(tuple(ctx.avals_in), "numpy")
 
@@ -222,6 +244,7 @@ ad.primitive_jvps[rlx_call_p] = _jvp
 ad.primitive_transposes[rlx_call_p] = _transpose
 batching.primitive_batchers[rlx_call_p] = _batch
 mlir.register_lowering(rlx_call_p, _lowering, cacheable=False)
+_CORE.pp_eqn_rules[rlx_call_p] = _pretty
 
 
 # ---- binding a Jitted call ----

@@ -57,8 +57,14 @@ def test_grad_through_a_jitted_function(backend, runs):
     got = jax.grad(lambda p: f(p, X).sum())(P)
     _close(got, jax.grad(lambda p: model(p, X).sum())(P))
     _ran_on(runs, backend, "model", "model_jvp_transpose")
-    jaxpr = str(jax.make_jaxpr(jax.grad(lambda p: f(p, X).sum()))(P))
-    assert "rlx_call" in jaxpr and "tanh" not in jaxpr and "dot_general" not in jaxpr
+    closed = jax.make_jaxpr(jax.grad(lambda p: f(p, X).sum()))(P)
+    top = {e.primitive.name for e in closed.jaxpr.eqns}     # the model runs inside rlx_call
+    assert "rlx_call" in top and "tanh" not in top and "dot_general" not in top
+    # printed, each rlx_call shows its function's jaxpr nested (as JAX prints a jit call's)
+    calls = [e for e in closed.jaxpr.eqns if e.primitive.name == "rlx_call"]
+    text = str(closed)
+    assert text.count("rlx_call[") == len(calls) and text.count("jaxpr={ lambda") >= len(calls)
+    assert "tanh" in text and "fn=model_jvp_transpose@" in text
 
 
 def test_value_and_grad_and_jvp(backend):
