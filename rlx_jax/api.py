@@ -274,15 +274,24 @@ class Jitted:
             return interop.bind(self, args, kwargs)    # one rlx_call primitive (interop.py)
         compiled = self._cache.get(key)
         if compiled is None:
-            with self._lock:
-                compiled = self._cache.get(key)
-                if compiled is None:
-                    compiled = self._lower(key, args, kwargs).compile()
-                    self._cache[key] = compiled
-                    if self._direct is None and self.backend_name != "auto":
-                        self._direct = get_backend(self.backend_name).direct_call(self) \
-                            or False
+            try:
+                compiled = self._compile(key, args, kwargs)
+            except nesting.ClosedOverTracers:       # it closes over an outer trace's values
+                if nesting.inside_trace():
+                    return self.fun(*args, **kwargs)       # inlined into the rlx_jax trace
+                return interop.bind(self, args, kwargs)    # rlx_call takes them as inputs
         return compiled.call_flat(leaves)
+
+    def _compile(self, key, args, kwargs):
+        """The Compiled of `key`, made once (under the lock) and cached."""
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is None:
+                compiled = self._lower(key, args, kwargs).compile()
+                self._cache[key] = compiled
+                if self._direct is None and self.backend_name != "auto":
+                    self._direct = get_backend(self.backend_name).direct_call(self) or False
+        return compiled
 
     def _remember(self, args, leaves, context, compiled):
         """Keeps a call whose arguments are all positional arrays of PLAIN_ARRAY_TYPES (its

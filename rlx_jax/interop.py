@@ -84,22 +84,37 @@ class RlxFunction:
         return j
 
     def out_avals(self, avals):
-        out = self._avals.get(avals)
-        if out is None:
-            with nesting.tracing():          # nested rlx_jax.jit functions are inlined
-                shapes = jax.eval_shape(self.flat, *map(_struct, avals))
-            out = self._avals[avals] = tuple(
-                jax.core.ShapedArray(s.shape, s.dtype, weak_type=s.weak_type) for s in shapes)
-        return out
+        return tuple(v.aval for v in self.jaxpr(avals).jaxpr.outvars)
 
     def jaxpr(self, avals):
-        """The ClosedJaxpr of the function for inputs of `avals` (printing), traced once."""
-        key = ("jaxpr", avals)
-        out = self._avals.get(key)
+        """The ClosedJaxpr of the function for inputs of `avals` (its result types, printing,
+        closure conversion), traced once; nested rlx_jax.jit functions are inlined."""
+        out = self._avals.get(avals)
         if out is None:
             with nesting.tracing():
-                out = self._avals[key] = jax.make_jaxpr(self.flat)(*map(_struct, avals))
+                out = self._avals[avals] = jax.make_jaxpr(self.flat)(*map(_struct, avals))
         return out
+
+    def hoisting(self, avals):
+        """(the function with the values it closes over that an outer JAX transformation traces
+        as extra trailing inputs, those values), or None when it closes over none: a compiled
+        program cannot hold a tracer, so they are passed in, as `jax.closure_convert` does."""
+        closed = self.jaxpr(avals)
+        hoisted = tuple(i for i, c in enumerate(closed.consts) if nesting.is_tracer(c))
+        if not hoisted:
+            return None
+
+        def build():
+            jaxpr, n = closed.jaxpr, len(avals)
+            fixed = [None if i in hoisted else c for i, c in enumerate(closed.consts)]
+
+            def converted(*xs):
+                given = iter(xs[n:])
+                consts = [next(given) if c is None else c for c in fixed]
+                return jax.core.eval_jaxpr(jaxpr, consts, *xs[:n])
+            return converted, self.name, self.linear
+        fn = self.derive(("closure", avals, hoisted, id(closed)), build)
+        return fn, [closed.consts[i] for i in hoisted]
 
     def compiled(self, avals, output):
         """The rlx_jax Compiled for inputs of `avals`, made once."""
@@ -269,6 +284,10 @@ def bind(jitted, args, kwargs):
     avals = tuple(jax.typeof(x) for x in leaves)
     fn, out_info = jitted.rlx_function((flat_fun.tree, statics, keys, avals),
                                        lambda: _base(jitted, flat_fun, keys))
+    closure = fn.hoisting(avals)
+    if closure is not None:            # it closes over tracers: they become inputs
+        fn, hoisted = closure
+        leaves = list(leaves) + hoisted
     outs = rlx_call_p.bind(*leaves, fn=fn)
     out_tree, out_keys = out_info
     outs = [o if k is None else prng.wrap(o, k) for o, k in zip(outs, out_keys)]

@@ -62,13 +62,19 @@ def refuse(name, backend, tracer):
         f"runs on {backend!r}), or lower it outside with jax.ShapeDtypeStruct arguments") from None
 
 
+class ClosedOverTracers(UnsupportedTransformationError):
+    """The traced function closes over tracers of an outer JAX transformation: a call of it
+    binds rlx_call with them as inputs (interop.py); `lower` / `trace` refuse it."""
+
+
 def refuse_closed_over_tracers(name, closed_jaxpr):
     """Raises UnsupportedTransformationError if the traced function closed over values of an
     outer JAX transformation (they are constants of its jaxpr that are still tracers)."""
     tracers = [c for c in closed_jaxpr.consts if is_tracer(c)]
     if tracers:
-        raise UnsupportedTransformationError(
+        raise ClosedOverTracers(
             f"{name} (an rlx_jax.jit function) closes over {len(tracers)} value(s) traced by an "
             f"outer JAX transformation ({type(tracers[0]).__name__} "
             f"{jax.typeof(tracers[0]).str_short()}), called at {_call_site()}: a compiled "
-            f"program cannot hold them. Pass them as arguments of {name} instead") from None
+            f"program cannot hold them. Call {name} itself there (a call takes them as inputs "
+            f"of its rlx_call), or pass them as arguments") from None

@@ -251,11 +251,30 @@ def test_cost_and_memory_of_a_larger_program():
     assert "DotGeneral" in compiled.as_text()
 
 
-def test_closed_over_tracers_are_refused_clearly():
+def test_functions_closing_over_outer_tracers_take_them_as_inputs(backend):
+    """A jitted closure over values an outer JAX transformation traces (a jax.grad variable,
+    a while loop's carry: JAX's testWhileWithClosureJit) binds rlx_call with them as inputs;
+    lowering such a function, which needs concrete values, is refused naming them."""
+    from jax import lax
     from rlx_jax.errors import UnsupportedTransformationError
 
     def outer(s):
-        return rlx_jax.jit(lambda x: (x * s).sum(), backend="xla")(X)
+        return rlx_jax.jit(lambda x: jnp.tanh(x * s).sum(), backend=backend)(X)
+    _close(jax.grad(outer)(0.5), jax.grad(lambda s: jnp.tanh(X * s).sum())(0.5))
+    _close(outer(0.5), jnp.tanh(X * 0.5).sum())
+
+    def loop(limit, inc):
+        def body(state):
+            pos, count = state
+            return rlx_jax.jit(lambda p, i: (p + 1, count + i), backend=backend)(pos, inc)
+        return lax.while_loop(lambda s: s[0] < limit, body, (0, 0))[1]
+    assert int(loop(4, 3)) == 12 and int(jax.jit(loop)(5, 3)) == 15
+    jaxpr = str(jax.make_jaxpr(outer)(0.5))       # the closed-over value is an rlx_call input
+    assert "rlx_call" in jaxpr and "tanh" in jaxpr
+
+    def lowered(s):
+        rlx_jax.jit(lambda x: (x * s).sum(), backend=backend).lower(X)
+        return s
     with pytest.raises(UnsupportedTransformationError, match=r"closes over 1 value\(s\) traced "
                                                              r"by an outer JAX.*as arguments"):
-        jax.grad(outer)(2.0)
+        jax.grad(lowered)(2.0)
