@@ -45,11 +45,6 @@ def _struct(aval):
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
 
-def _zero_tangent(x):
-    aval = jax.typeof(x).to_tangent_aval()
-    return np.zeros(aval.shape, aval.dtype)
-
-
 def _is_float(dtype):
     return jax.numpy.issubdtype(dtype, jax.numpy.inexact)
 
@@ -147,10 +142,17 @@ class RlxFunction:
         def build():
             n = len(nonzero)
 
+            moving = [i for i, nz in enumerate(nonzero) if nz]
+
             def tangent_map(*xs):
-                primals, it = xs[:n], iter(xs[n:])
-                tangents = [next(it) if nz else _zero_tangent(p) for p, nz in zip(primals, nonzero)]
-                _, touts = jax.jvp(self.flat, list(primals), tangents)
+                primals, tangents = xs[:n], xs[n:]
+
+                def of_moving(*ps):        # inputs with a zero tangent stay constants: JAX sees
+                    full = list(primals)   # them unperturbed (custom_vjp's symbolic zeros)
+                    for i, p in zip(moving, ps):
+                        full[i] = p
+                    return self.flat(*full)
+                _, touts = jax.jvp(of_moving, [primals[i] for i in moving], list(tangents))
                 return [t for t, f in zip(touts, float_out) if f]
             return tangent_map, f"{self.name}_jvp", range(n, n + sum(nonzero))
         return self.derive(("jvp", nonzero, float_out), build)

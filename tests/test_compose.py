@@ -278,3 +278,31 @@ def test_functions_closing_over_outer_tracers_take_them_as_inputs(backend):
     with pytest.raises(UnsupportedTransformationError, match=r"closes over 1 value\(s\) traced "
                                                              r"by an outer JAX.*as arguments"):
         jax.grad(lowered)(2.0)
+
+
+def test_inputs_with_zero_tangents_stay_unperturbed(backend):
+    """Differentiating an rlx_jax.jit function by one argument leaves the others constants of
+    the tangent map: a custom_vjp with symbolic_zeros sees them unperturbed and gets symbolic
+    zero cotangents, as under jax.jit (JAX's test_symbolic_zero_custom_vjp_basic)."""
+    seen = []
+
+    @jax.custom_vjp
+    def f(x, y):
+        return x * y, y
+
+    def fwd(x, y):
+        seen.append((x.perturbed, y.perturbed))
+        return (x.value * y.value, y.value), y.value
+
+    def bwd(y, g):
+        gxy, gy = g
+        zero = jax.custom_derivatives.SymbolicZero
+        return (None if type(gxy) is zero else gxy * y), None
+
+    f.defvjp(fwd, bwd, symbolic_zeros=True)
+    h = rlx_jax.jit(lambda x, y: f(x, y)[0], backend=backend)
+    got = jax.grad(h)(np.float32(3.0), np.float32(5.0))
+    assert seen[-1] == (True, False)
+    want = jax.grad(jax.jit(lambda x, y: f(x, y)[0]))(np.float32(3.0), np.float32(5.0))
+    assert seen[-1] == (True, False)
+    _close(got, want)
