@@ -10,6 +10,7 @@ import sys
 import time
 import traceback
 import unittest
+import weakref
 
 _REPLY = os.fdopen(os.dup(1), "w")          # answers; the tests' own prints go to stderr
 os.dup2(2, 1)
@@ -61,6 +62,20 @@ class _Result(unittest.TestResult):
         super().addSubTest(test, subtest, err)
 
 
+class _Programs(list):
+    """The programs a case builds, held weakly: a test that frees its functions and counts
+    JAX's live arrays (test_cond_memory_leak) must not find them kept alive by the runner.
+    Each entry is (weak reference, whether it ran whole on the device), the placement read
+    when it is built; its runtime is read after the case while it is still alive."""
+
+    def append(self, compiled):
+        try:
+            device_only = compiled.lowered.placement().device_only
+        except Exception as e:               # a program that failed to build is in the errors
+            device_only = repr(e)[:200]
+        super().append((weakref.ref(compiled), device_only))
+
+
 class Worker:
     def __init__(self, path, backend, options):
         self.path, self.backend, self.modules = path, backend, {}
@@ -87,7 +102,6 @@ class Worker:
         return {"cases": self.cases.case_ids(self.module(name))}
 
     def run(self, name, case):
-        from .. import testing
         module = self.module(name)
         cls, method = case.split(".", 1)     # method names may hold dots: no loadTestsFromName
         test = getattr(module, cls)(method)
@@ -98,8 +112,13 @@ class Worker:
         if self.eager is not None:
             self.eager.calls = 0
         t0 = time.perf_counter()
-        with testing.recorded_programs() as programs:
+        programs = _Programs()
+        from .. import stages
+        stages.RECORDERS.append(programs)
+        try:
             test.run(result)
+        finally:
+            stages.RECORDERS.remove(programs)
         out = {"seconds": round(time.perf_counter() - t0, 3),
                "jitted": self.shim.jitted if self.shim else None,
                "read_ir": self.shim.read_ir if self.shim else None,
@@ -107,12 +126,13 @@ class Worker:
                "mlir_lowerings": self.shim.mlir_lowerings if self.shim else None,
                "eager_calls": self.eager.calls if self.eager else None,
                "programs": len(programs), "host_programs": 0, "eager_programs": 0}
-        for p in programs:
-            try:
-                out["host_programs"] += not p.lowered.placement().device_only
-                out["eager_programs"] += p.runtime.startswith("mlx-eager")
-            except Exception as e:          # a program that failed to build is in the errors
-                out.setdefault("unreadable", repr(e)[:200])
+        for ref, device_only in programs:
+            if isinstance(device_only, str):
+                out.setdefault("unreadable", device_only)
+                continue
+            out["host_programs"] += not device_only
+            p = ref()
+            out["eager_programs"] += p is not None and p.runtime.startswith("mlx-eager")
         if result.problems:
             first = result.problems[0]
             out.update(status="error" if any(p["kind"] == "error" for p in result.problems)
