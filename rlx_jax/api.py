@@ -169,6 +169,8 @@ class Jitted:
                 distributed.binding(self.__name__, self.options.get("axis_name")) as env:
             closed = jax.make_jaxpr(flat_fun, axis_env=env)(*structs)
         nesting.refuse_closed_over_tracers(self.__name__, closed)
+        if closed.effects:
+            nesting.refuse_outer_axes(self.__name__, closed, self.options.get("axis_name"))
         t1 = time.perf_counter()
         graph = graph_from_jaxpr(closed, name=self.__name__,
                                  host=self.options.get("fallback", "host") == "host")
@@ -276,7 +278,7 @@ class Jitted:
         if compiled is None:
             try:
                 compiled = self._compile(key, args, kwargs)
-            except nesting.ClosedOverTracers:       # it closes over an outer trace's values
+            except nesting.OuterTransformation:     # it needs an enclosing trace's values
                 if nesting.inside_trace():
                     return self.fun(*args, **kwargs)       # inlined into the rlx_jax trace
                 return interop.bind(self, args, kwargs)    # rlx_call takes them as inputs

@@ -176,13 +176,16 @@ class RlxFunction:
             return transposed, f"{self.name}_transpose", range(n_def, n_def + n_cts)
         return self.derive(("transpose", undefined, lin_avals, n_cts), build)
 
-    def vmap_map(self, dims, size):
-        """The function vmapped over `dims` (None: unmapped), results batched along axis 0."""
+    def vmap_map(self, dims, size, axis_name=None):
+        """The function vmapped over `dims` (None: unmapped), results batched along axis 0;
+        `axis_name`: the outer vmap's, so that collectives over it (lax.axis_index, psum)
+        inside the function are batched with it."""
         def build():
-            batched = jax.vmap(self.flat, in_axes=list(dims), out_axes=0, axis_size=size)
+            batched = jax.vmap(self.flat, in_axes=list(dims), out_axes=0, axis_size=size,
+                               axis_name=axis_name)
             return ((lambda *xs: list(batched(*xs))), f"{self.name}_vmap",
                     self.linear)
-        return self.derive(("vmap", dims, size), build)
+        return self.derive(("vmap", dims, size, axis_name), build)
 
 
 # ---- the primitive's rules ----
@@ -223,9 +226,16 @@ def _transpose(cts, *args, fn):
     return [next(res) if u else None for u in undefined]
 
 
-def _batch(args, dims, *, fn):
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    vfn = fn.vmap_map(tuple(dims), size)
+def _uses_axis(fn, args, name):
+    effects = fn.jaxpr(tuple(jax.typeof(a) for a in args)).effects
+    return any(type(e).__name__ == "NamedAxisEffect" and e.name == name for e in effects)
+
+
+def _batch(axis_data, args, dims, *, fn):
+    if all(d is None for d in dims) and not _uses_axis(fn, args, axis_data.name):
+        return rlx_call_p.bind(*args, fn=fn), [None] * len(fn.out_avals(    # not batched
+            tuple(jax.typeof(a) for a in args)))
+    vfn = fn.vmap_map(tuple(dims), axis_data.size, axis_data.name)
     outs = rlx_call_p.bind(*args, fn=vfn)
     return outs, [0] * len(outs)
 
@@ -259,7 +269,7 @@ rlx_call_p.def_impl(_impl)
 rlx_call_p.def_abstract_eval(_abstract_eval)
 ad.primitive_jvps[rlx_call_p] = _jvp
 ad.primitive_transposes[rlx_call_p] = _transpose
-batching.primitive_batchers[rlx_call_p] = _batch
+batching.fancy_primitive_batchers[rlx_call_p] = _batch    # with the vmap's axis name
 mlir.register_lowering(rlx_call_p, _lowering, cacheable=False)
 _CORE.pp_eqn_rules[rlx_call_p] = _pretty
 

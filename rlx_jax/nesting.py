@@ -62,9 +62,23 @@ def refuse(name, backend, tracer):
         f"runs on {backend!r}), or lower it outside with jax.ShapeDtypeStruct arguments") from None
 
 
-class ClosedOverTracers(UnsupportedTransformationError):
-    """The traced function closes over tracers of an outer JAX transformation: a call of it
-    binds rlx_call with them as inputs (interop.py); `lower` / `trace` refuse it."""
+class OuterTransformation(UnsupportedTransformationError):
+    """The traced function closes over tracers of an outer JAX transformation, or uses the
+    axis name of an outer `jax.vmap` (lax.axis_index, psum, ...): a call of it binds rlx_call
+    in that transformation (interop.py: the tracers become inputs, the vmap batches it with its
+    axis name); `lower` / `trace`, which need a program of its own, refuse it."""
+
+
+def refuse_outer_axes(name, closed_jaxpr, own=None):
+    """Raises OuterTransformation if the traced function uses axis names other than `own`
+    (its distributed axis_name): they are bound by an enclosing jax.vmap."""
+    named = {e.name for e in closed_jaxpr.effects if type(e).__name__ == "NamedAxisEffect"}
+    outer = sorted(str(n) for n in named - {own})
+    if outer:
+        raise OuterTransformation(
+            f"{name} (an rlx_jax.jit function) uses the axis name(s) {', '.join(outer)} of an "
+            f"enclosing jax.vmap, called at {_call_site()}: a program of its own cannot hold "
+            f"them. Call {name} itself there (the vmap batches its rlx_call with that axis)")
 
 
 def refuse_closed_over_tracers(name, closed_jaxpr):
@@ -72,7 +86,7 @@ def refuse_closed_over_tracers(name, closed_jaxpr):
     outer JAX transformation (they are constants of its jaxpr that are still tracers)."""
     tracers = [c for c in closed_jaxpr.consts if is_tracer(c)]
     if tracers:
-        raise ClosedOverTracers(
+        raise OuterTransformation(
             f"{name} (an rlx_jax.jit function) closes over {len(tracers)} value(s) traced by an "
             f"outer JAX transformation ({type(tracers[0]).__name__} "
             f"{jax.typeof(tracers[0]).str_short()}), called at {_call_site()}: a compiled "

@@ -306,3 +306,23 @@ def test_inputs_with_zero_tangents_stay_unperturbed(backend):
     want = jax.grad(jax.jit(lambda x, y: f(x, y)[0]))(np.float32(3.0), np.float32(5.0))
     assert seen[-1] == (True, False)
     _close(got, want)
+
+
+def test_vmap_axis_names_reach_the_jitted_function(backend):
+    """lax.axis_index / psum over an enclosing jax.vmap's axis inside an rlx_jax.jit function
+    (JAX's testWhileLoopAxisIndexBatched): its rlx_call is batched with that axis, also when
+    none of its arguments is batched."""
+    from jax import lax
+
+    def fun(x):
+        return lax.while_loop(lambda v: v < lax.axis_index("i"), lambda v: v + 2, x) \
+            + lax.psum(x, "i")
+    f = rlx_jax.jit(fun, backend=backend)
+    x = np.array([0, 1, 0, 1], np.int32)
+    np.testing.assert_array_equal(jax.vmap(f, axis_name="i")(x), jax.vmap(fun, axis_name="i")(x))
+    unbatched = jax.vmap(lambda _, v: f(v), axis_name="i", in_axes=(0, None))
+    np.testing.assert_array_equal(unbatched(x, np.int32(1)),
+                                  jax.vmap(lambda _, v: fun(v), axis_name="i",
+                                           in_axes=(0, None))(x, np.int32(1)))
+    np.testing.assert_array_equal(jax.jit(jax.vmap(f, axis_name="i"))(x),
+                                  jax.vmap(fun, axis_name="i")(x))

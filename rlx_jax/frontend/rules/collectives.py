@@ -3,8 +3,9 @@ rlx_jax.distributed (psum, pmax, pmin, all_gather, reduce_scatter, axis_index, p
 
 jax.make_jaxpr binds that one name (its axis_env), so every named axis left in the jaxpr is it;
 pmean arrives as psum and a div by the group size. Refused, naming the user's line:
-axis_index_groups, positional (vmap) axes mixed into a collective, and an axis size that is not
-the group's.
+axis_index_groups, positional (vmap) axes mixed with named ones in a collective (positional
+axes alone, a psum/pmax/pmin batched by jax.vmap, reduce within the array), and an axis size
+that is not the group's.
 
 Given / Result (`lax.pmean(x, "batch")` on 2 processes):
     b = psum[axes=('batch',) axis_index_groups=None] a ; c = div b 2.0
@@ -44,6 +45,11 @@ def _axis(name, axes, axis_index_groups=None, axis_size=None):
 
 def _all_reduce(fn):
     def rule(ctx, *xs, axes, axis_index_groups=None, **params):
+        axes = axes if isinstance(axes, (tuple, list)) else (axes,)
+        if axes and all(isinstance(a, int) for a in axes) and axis_index_groups is None:
+            # only positional axes: a vmapped axis (the batched form of a psum over a
+            # jax.vmap's axis name), reduced within the array
+            return [ctx.b.reduce(fn, x, axes) for x in xs]
         attrs = _axis(ctx.eqn.primitive.name, axes, axis_index_groups)
         if attrs is None:
             return list(xs)
