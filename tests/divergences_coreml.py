@@ -106,6 +106,8 @@ DIVERGENCES = {
     'bitcast_float16_to_float32': Expect(reason=BITS, host=True),
     'bitcast_bfloat16_to_float16': Expect(reason=BITS, host=True),
     'bitcast_uint32_to_uint8': Expect(reason=BITS, host=True),
+    'bitcast_scalar_float32_to_float16': Expect(reason=BITS, host=True),
+    'bitcast_scalar_uint32_to_uint8': Expect(reason=BITS, host=True),
     'reduce_precision_f32': Expect(reason=REDUCE_PRECISION, host=True),
     'reduce_precision_bf16': Expect(reason=REDUCE_PRECISION, host=True),
     'reduce_and_i32': Expect(reason=BITS, host=True),

@@ -223,6 +223,9 @@ SELECT_CAST_CASES = [
            args(arr(s, *shape, lo=-1000, hi=1000))) for s, d, shape in [
                (F32, I32, (3, 4)), (I32, F32, (3, 4)), (F32, U32, (3, 4)), (F16, "int16", (3,)),
                (F32, F16, (3,)), (F16, F32, (3, 2)), (BF16, F16, (4,)), (U32, "uint8", (2, 2))]],
+    # a scalar to a narrower type (JAX's testBitcastConvertType with shape ())
+    *[Case(f"bitcast_scalar_{s}_to_{d}", lambda x, d=d: lax.bitcast_convert_type(x, jnp.dtype(d)),
+           args(arr(s, lo=-1000, hi=1000))) for s, d in [(F32, F16), (U32, "uint8")]],
     Case("reduce_precision_f32", lambda x: lax.reduce_precision(x, 5, 10),
          args(f32(3, 4, lo=-1e5, hi=1e5)), grad=True, rtol=1e-6),
     Case("reduce_precision_bf16", lambda x: lax.reduce_precision(x, 4, 3),

@@ -260,6 +260,8 @@ def _bitcast(ctx, node, x):
     dt = out_dtype(node)
     if x.dtype == mx.bool_ or dt == mx.bool_:
         unsupported(node, "bitcast of bool")
+    if x.ndim == 0:          # MLX views a scalar only as a type of the same size
+        x = x.reshape((1,))
     r = x.view(dt)
     return r.reshape(node.out.shape)
 
