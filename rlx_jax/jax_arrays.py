@@ -23,6 +23,10 @@ import numpy as np
 from . import jax_internals
 
 ALIGNMENT = 64          # bytes: JAX's CPU client aliases host buffers aligned to this
+# jax.transfer_guard("disallow") refuses implicit transfers of the user's data; a program's
+# results are not that (jax.jit's results need no transfer, and on Apple silicon these alias
+# the backend's memory), so their jax.Arrays are made with host-to-device transfers allowed
+GUARDED = "Disallowed host-to-device transfer"
 
 _AVALS = {}             # (shape, dtype, weak type) -> ShapedArray, at most _AVALS_MAX
 _AVALS_MAX = 4096
@@ -94,10 +98,16 @@ class Converter:
         dev = _device()
         sh, devs = _sharding(dev), [dev]
         outs = []
-        for a, x in zip(avals, arrays):
-            if a.shape != x.shape or a.dtype != x.dtype:
-                return self._remade(arrays)
-            outs.append(_PUT(a, sh, [x], devs, False, False, _ZERO_COPY))
+        try:
+            for a, x in zip(avals, arrays):
+                if a.shape != x.shape or a.dtype != x.dtype:
+                    return self._remade(arrays)
+                outs.append(_PUT(a, sh, [x], devs, False, False, _ZERO_COPY))
+        except RuntimeError as e:
+            if GUARDED not in str(e):
+                raise
+            with jax.transfer_guard_host_to_device("allow"):    # see GUARDED
+                return self(arrays)
         return outs
 
     def _remade(self, arrays):

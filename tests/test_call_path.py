@@ -238,3 +238,17 @@ def test_the_last_call_memo_skips_weak_and_keyword_arguments(monkeypatch):
         n = len(flattens)
         np.testing.assert_array_equal(call(), a * 2)
         assert len(flattens) > n
+
+
+@pytest.mark.parametrize("backend", ["mlx", "coreml", "xla"])
+def test_results_are_made_under_a_disallowing_transfer_guard(backend):
+    """jax.transfer_guard("disallow") refuses implicit transfers of the user's data, not a
+    program's results (JAX's testAsarray: a jitted closure over a constant)."""
+    x = np.arange(3, dtype=np.float32)
+    f = rlx_jax.jit(lambda: jnp.asarray(x) * 2, backend=backend)
+    with jax.transfer_guard("disallow"):
+        got = f()
+        again = f()
+    assert isinstance(got, jax.Array)
+    np.testing.assert_array_equal(got, x * 2)
+    np.testing.assert_array_equal(again, x * 2)
