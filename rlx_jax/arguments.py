@@ -10,6 +10,10 @@ import numpy as np
 
 from . import jax_internals
 from .errors import BadArgumentError
+
+
+class MaskedArgumentError(BadArgumentError, ValueError):
+    """A numpy masked array passed as an argument (a ValueError, as jax.jit raises)."""
 from .ir import prng
 
 _SCALAR_TYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32),
@@ -70,6 +74,11 @@ def leaf_signature(x, path, x64=False):
         return ((), (_SCALAR_TYPES_X64 if x64 else _SCALAR_TYPES)[t], t is not bool)
     if isinstance(x, jax.core.Tracer):
         raise TracedArgument(x)
+    if isinstance(x, np.ma.MaskedArray):        # refused as jax.jit refuses it
+        raise MaskedArgumentError(
+            f"argument {path} is a numpy masked array: numpy masked arrays are not supported "
+            f"as direct inputs to JAX functions (jax.jit refuses them too); pass arr.filled() "
+            f"or arr.data and the mask as arrays")
     aval = getattr(x, "aval", None)
     if isinstance(x, (int, float, complex)) and aval is not None:   # JAX's typed literals
         return ((), _NARROW.get(aval.dtype, aval.dtype) if not x64 else aval.dtype,

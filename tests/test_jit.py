@@ -182,6 +182,16 @@ def test_bad_arguments():
                                                                  RlxError)
 
 
+@pytest.mark.parametrize("backend", ["xla", "mlx"])
+def test_masked_arrays_are_refused_as_jax_jit_refuses_them(backend):
+    masked = np.ma.array([1.0, 2.0], mask=[True, False])
+    with pytest.raises(ValueError, match="numpy masked arrays are not supported") as e:
+        rlx_jax.jit(jnp.asarray, backend=backend)(masked)
+    assert isinstance(e.value, BadArgumentError) and "args[0] of asarray" in str(e.value)
+    with pytest.raises(ValueError, match="numpy masked arrays are not supported"):
+        jax.jit(jnp.asarray)(masked)
+
+
 # ---- lower / compile ---------------------------------------------------------------------------
 
 def _small(x, w):
