@@ -120,7 +120,7 @@ def combined(runs):
                 total[label].update(row)
             r = rate(row)
             cells.append("–" if r is None else
-                         f"{row['pass']}/{row['pass'] + row['fail']} ({100 * r:.1f}%)")
+                         f"{row['pass']}/{row['pass'] + row['fail']} ({100 * r:.2f}%)")
         first = rows[labels[0]].get(f, collections.Counter()) if f != "**all**" \
             else total[labels[0]]
         out.append(f"| {f} | " + " | ".join(cells) +
@@ -134,6 +134,13 @@ if __name__ == "__main__":       # python -m rlx_jax.conformance.report LABEL=re
     runs = {}
     for arg in sys.argv[1:]:
         label, path = arg.split("=", 1)
+        found = {}                   # a results file appended to by --resume: the last line wins
         with open(path) as f:
-            runs[label] = [json.loads(line) for line in f]
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:      # a line a stopped run left unfinished
+                    continue
+                found[(r["file"], r["case"])] = r
+        runs[label] = list(found.values())
     print(combined(runs))
