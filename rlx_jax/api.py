@@ -15,7 +15,7 @@ from . import options as _options
 from . import distributed, interop, nesting, stages
 from . import jax_internals
 from .arguments import (FAST_SIGNATURES, PLAIN_ARRAY_TYPES, TracedArgument, function_name, static_args,
-                        key_boundary, leaf_names, leaf_signature, output_names,
+                        key_boundary, leaf_names, leaf_signature, out_specs, output_names,
                         raise_unhashable, weak_types)
 from .backends.base import NotCompiled, all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
@@ -232,7 +232,8 @@ class Jitted:
         opts = self._backend_options()
         opts["output"] = self.options.get("output", _options.DEFAULT_OUTPUT)
         lowered = Lowered(graph, placed, opts, key[0], out_tree, timings, self.__name__, keys,
-                       weak_types(closed))
+                          weak_types(closed))
+        lowered.out_specs = out_specs(closed)
         lowered.fallback = self.options.get("fallback", "host")
         return lowered
 

@@ -235,6 +235,23 @@ def weak_types(closed_jaxpr):
     return tuple(bool(getattr(a, "weak_type", False)) for a in closed_jaxpr.out_avals)
 
 
+def out_specs(closed_jaxpr):
+    """The PartitionSpec of each output when the function is traced under a mesh (jax.set_mesh:
+    jax.jit's results are then NamedShardings of it, with the jaxpr's specs, replicated where
+    an output has none), or () when there is no mesh. The trace context (the cache key) holds
+    the mesh, so a call outside it uses another program."""
+    get = getattr(jax.sharding, "get_abstract_mesh", None)
+    if get is None or get().empty:
+        return ()
+    specs = []
+    for a in closed_jaxpr.out_avals:
+        sharding = getattr(a, "sharding", None)
+        mesh = getattr(sharding, "mesh", None)
+        specs.append(jax.sharding.PartitionSpec(*[None] * len(a.shape))
+                     if mesh is None or mesh.empty else sharding.spec)
+    return tuple(specs)
+
+
 def with_weak_types(convert, weak):
     """`convert` (outs -> outs, or None) followed by giving each jax.Array result the weak type
     `weak` lists for it (weak_types: the jaxpr's). A backend's results have the jaxpr's dtypes

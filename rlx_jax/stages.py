@@ -46,6 +46,7 @@ class Lowered:
         self.legalized, self.backend = placement.graph, placement.backend
         self.options, self.in_tree, self.out_tree = options, in_tree, out_tree
         self.timings, self.name = timings, name
+        self.out_specs = ()              # arguments.out_specs (set by Jitted._lower)
         self._backend_program = None
         self.fallback = "host"           # jit's fallback (set by Jitted._lower)
 
@@ -109,6 +110,8 @@ class Compiled:
         self._keys = lowered.keys          # arguments.KeyBoundary, or None
         tree = lowered.out_tree            # a single array result is returned as it is
         self._single = tree.num_leaves == 1 and jax.tree_util.treedef_is_leaf(tree)
+        if output == "jax" and lowered.out_specs:        # results of an explicit mesh
+            self._convert = _on_mesh(self._convert, lowered.out_specs)
 
     @property
     def runtime(self):
@@ -155,6 +158,20 @@ class Compiled:
             raise BadArgumentError(
                 f"compiled for inputs {self.lowered.in_tree}, called with {tree}")
         return self.call_flat(leaves)
+
+
+def _on_mesh(convert, specs):
+    """`convert` followed by placing each result as a NamedSharding of the current mesh
+    (jax.set_mesh) with its spec, as jax.jit's results are under a mesh."""
+    def placed(outs):
+        outs = convert(outs) if convert is not None else outs
+        mesh = jax.sharding.get_mesh()
+        if getattr(mesh, "empty", True):
+            return outs
+        return [o if s is None or not isinstance(o, jax.Array)
+                else jax.device_put(o, jax.sharding.NamedSharding(mesh, s))
+                for o, s in zip(outs, specs)]
+    return placed
 
 
 def compiled_text(lowered):

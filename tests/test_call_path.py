@@ -252,3 +252,21 @@ def test_results_are_made_under_a_disallowing_transfer_guard(backend):
     assert isinstance(got, jax.Array)
     np.testing.assert_array_equal(got, x * 2)
     np.testing.assert_array_equal(again, x * 2)
+
+
+@pytest.mark.parametrize("backend", ["mlx", "coreml", "xla"])
+def test_results_under_an_explicit_mesh_are_named_shardings(backend):
+    """Under jax.set_mesh with Explicit axes, jax.jit's results are NamedShardings of the mesh
+    with the jaxpr's specs (JAX's test_ragged_dot_out_sharding); so are rlx_jax's."""
+    from jax.sharding import PartitionSpec as P
+    mesh = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+
+    def f(a, b):
+        return jnp.einsum("ij,jk->ik", a, b, out_sharding=P("x", None)), a.sum()
+    a, b = np.ones((4, 3), np.float32), np.arange(6, dtype=np.float32).reshape(3, 2)
+    with jax.set_mesh(mesh):
+        got, want = rlx_jax.jit(f, backend=backend)(a, b), jax.jit(f)(a, b)
+    for g, w in zip(got, want):
+        assert g.sharding == w.sharding
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    assert got[0].sharding == jax.sharding.NamedSharding(mesh, P("x", None))
