@@ -31,9 +31,14 @@ Variants MLX has no kernel for (pivoted QR, left eigenvectors, subset_by_index, 
 `algorithm`, complex inputs where mx.linalg takes only real ones) are sent to the host by
 `host_reason` (lower.host_reasons).
 """
-import mlx.core as mx
+import functools
 
+import mlx.core as mx
+import numpy as np
+
+from ...ir import reference
 from ...ir.ops import OpKind as K
+from .runtime import mlx_to_np_dtype, to_mx_dtype
 from .table import mlx_rule, out_dtype
 
 CPU = mx.cpu
@@ -63,11 +68,31 @@ def host_reason(node):
     return None
 
 
+def sized(rule):
+    """`rule`, except for a node with an empty operand (a (0, 0) matrix, a batch of none):
+    MLX's LAPACK kernels divide by zero on those and kill the process (SIGFPE, measured with
+    mlx 0.32.4 on Linux: inv of a (0, 0) matrix), so the node's results, which depend on the
+    shapes alone then, are the reference semantics' on zeros (an empty factor, or an identity
+    where a full basis of a non-empty side is asked for), as constants."""
+    @functools.wraps(rule)
+    def safe(ctx, node, *xs):
+        if not any(0 in x.shape for x in xs):
+            return rule(ctx, node, *xs)
+        outs = reference.evaluate(node, *[np.zeros(x.shape, mlx_to_np_dtype(x.dtype))
+                                          for x in xs])
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        made = [mx.array(np.asarray(o), dtype=to_mx_dtype(v.dtype))
+                for o, v in zip(outs, node.outputs)]
+        return tuple(made) if len(made) > 1 else made[0]
+    return safe
+
+
 def _eye(n, like):
     return mx.broadcast_to(mx.eye(n, dtype=like.dtype), (*like.shape[:-2], n, n))
 
 
 @mlx_rule(K.Cholesky)
+@sized
 def _cholesky(ctx, node, a):
     lo = mx.linalg.cholesky(a, stream=CPU)
     ok = mx.all(mx.diagonal(lo, axis1=-2, axis2=-1) > 0, axis=-1, keepdims=True)[..., None]
@@ -75,6 +100,7 @@ def _cholesky(ctx, node, a):
 
 
 @mlx_rule(K.TriangularSolve)
+@sized
 def _triangular_solve(ctx, node, a, b):
     at = node.attrs
     lower = at["lower"]
@@ -94,6 +120,7 @@ def _triangular_solve(ctx, node, a, b):
 
 
 @mlx_rule(K.Lu)
+@sized
 def _lu(ctx, node, a):
     lu, pivots = mx.linalg.lu_factor(a, stream=CPU)
     rows = mx.linalg.lu(a, stream=CPU)[0]                 # a = rows-permuted L U
@@ -119,6 +146,7 @@ def _lu_pivots_to_permutation(ctx, node, pivots):
 
 
 @mlx_rule(K.Qr)
+@sized
 def _qr(ctx, node, a):
     m, n = a.shape[-2:]
     if node.attrs["full_matrices"] and m > n:
@@ -128,6 +156,7 @@ def _qr(ctx, node, a):
 
 
 @mlx_rule(K.Svd)
+@sized
 def _svd(ctx, node, a):
     if not node.attrs["compute_uv"]:
         return mx.linalg.svd(a, compute_uv=False, stream=CPU)
@@ -139,12 +168,14 @@ def _svd(ctx, node, a):
 
 
 @mlx_rule(K.Eigh)
+@sized
 def _eigh(ctx, node, a):
     w, v = mx.linalg.eigh(a, UPLO="L" if node.attrs["lower"] else "U", stream=CPU)
     return v, w
 
 
 @mlx_rule(K.Eig)
+@sized
 def _eig(ctx, node, a):
     if not node.attrs["compute_right_eigenvectors"]:
         return mx.linalg.eigvals(a, stream=CPU)
