@@ -291,3 +291,22 @@ def test_empty_matrices_as_jax(name, shape):
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
         assert np.shape(g) == np.shape(w) and np.asarray(g).dtype == np.asarray(w).dtype
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.parametrize("shape", [(3000, 2), (2, 3000), (2, 70, 7), (3, 7, 70)])
+def test_thin_svd_never_makes_the_long_sides_basis(shape):
+    """svd(full_matrices=False) and pinv of a non-square matrix (JAX's testPinv with a
+    400,000 x 2 matrix, whose full U is 640 GB: a SIGSEGV inside mx.linalg.svd) are computed
+    from the SVD of R in the matrix's QR; equal to JAX's at float32 tolerances."""
+    a = np.random.RandomState(1).rand(*shape).astype(np.float32)
+    f = lambda x: jnp.linalg.svd(x, full_matrices=False)      # noqa: E731
+    u, s, vt = rlx_jax.jit(f, backend="mlx")(a)
+    uw, sw, vw = jax.jit(f)(a)
+    assert (u.shape, s.shape, vt.shape) == (uw.shape, sw.shape, vw.shape)
+    np.testing.assert_allclose(s, sw, rtol=2e-5)
+    np.testing.assert_allclose((u * s[..., None, :]) @ vt, a, atol=5e-4)
+    eye = np.broadcast_to(np.eye(s.shape[-1], dtype=np.float32), (*shape[:-2], *[s.shape[-1]] * 2))
+    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, eye, atol=1e-4)
+    np.testing.assert_allclose(vt @ np.swapaxes(vt, -1, -2), eye, atol=1e-4)
+    np.testing.assert_allclose(rlx_jax.jit(jnp.linalg.pinv, backend="mlx")(a),
+                               jax.jit(jnp.linalg.pinv)(a), rtol=1e-4, atol=1e-5)

@@ -23,7 +23,9 @@ Conventions, checked against JAX on the CPU (LAPACK):
 - Qr: reduced from mx.linalg.qr; full_matrices for a tall matrix from the QR of [a | I]:
   the first n reflectors are a's own, so q's first n columns and r are a's factors and the
   other columns complete q to an orthogonal matrix (that completion is not unique).
-- Svd / Eigh / Eig: mx.linalg.svd (full U and V, cut for full_matrices=False; s only for
+- Svd / Eigh / Eig: mx.linalg.svd (full U and V; for full_matrices=False of a non-square
+  real matrix the SVD of R in its QR, so that the long side's full basis is never made, cut
+  from the full one for a complex matrix, which mx.linalg.qr does not take; s only for
   compute_uv=False), eigh (ascending, `lower` picks UPLO), eig / eigvals (right vectors).
   Singular and eigen vectors are unique only up to sign (phase), so they are checked as JAX's
   own tests check them: reconstruction, orthogonality, sorted eigenvalues.
@@ -160,11 +162,27 @@ def _qr(ctx, node, a):
 def _svd(ctx, node, a):
     if not node.attrs["compute_uv"]:
         return mx.linalg.svd(a, compute_uv=False, stream=CPU)
+    m, n = a.shape[-2:]
+    thin = not node.attrs["full_matrices"]
+    if thin and m != n and a.dtype != COMPLEX:       # mx.linalg.qr takes real matrices only
+        return _reduced_svd(a, m, n)
     u, s, vt = mx.linalg.svd(a, stream=CPU)
-    if not node.attrs["full_matrices"]:
-        k = min(a.shape[-2:])
+    if thin:
+        k = min(m, n)
         u, vt = u[..., :k], vt[..., :k, :]
     return s, u, vt
+
+
+def _reduced_svd(a, m, n):
+    """The thin SVD of a non-square matrix without the full U (or V) of its long side, which
+    mx.linalg.svd always makes (m x m: 640 GB for a 400,000 x 2 matrix, a SIGSEGV inside MLX):
+    a tall a = QR, R = U' S V^T, so U = Q U'; a wide one is its transpose's."""
+    if m < n:
+        s, u, vt = _reduced_svd(mx.swapaxes(a, -1, -2), n, m)
+        return s, mx.swapaxes(vt, -1, -2), mx.swapaxes(u, -1, -2)
+    q, r = mx.linalg.qr(a, stream=CPU)
+    ur, s, vt = mx.linalg.svd(r, stream=CPU)
+    return s, q @ ur, vt
 
 
 @mlx_rule(K.Eigh)
