@@ -310,3 +310,21 @@ def test_thin_svd_never_makes_the_long_sides_basis(shape):
     np.testing.assert_allclose(vt @ np.swapaxes(vt, -1, -2), eye, atol=1e-4)
     np.testing.assert_allclose(rlx_jax.jit(jnp.linalg.pinv, backend="mlx")(a),
                                jax.jit(jnp.linalg.pinv)(a), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.host("a complex thin SVD with a long side above THIN_COMPLEX_LIMIT runs on the host",
+                  backends=("mlx",))
+def test_long_complex_thin_svd_runs_on_the_host():
+    """mx.linalg.qr takes no complex matrices, so a complex thin SVD would make the long side's
+    full basis (JAX's testPinv6: 400,000 x 2 complex64); above THIN_COMPLEX_LIMIT it is placed
+    on the host, with that reason, and equals JAX's."""
+    from rlx_jax.backends.mlx.rules_linalg import THIN_COMPLEX_LIMIT
+    r = np.random.RandomState(2)
+    a = (r.rand(THIN_COMPLEX_LIMIT + 1, 2) + 1j * r.rand(THIN_COMPLEX_LIMIT + 1, 2))
+    a = a.astype(np.complex64)
+    f = rlx_jax.jit(jnp.linalg.pinv, backend="mlx")
+    ((node, why),) = f.lower(a).placement().host_ops()
+    assert node.kind.name == "Svd" and "takes no complex ones" in why
+    np.testing.assert_allclose(f(a), jax.jit(jnp.linalg.pinv)(a), rtol=1e-4, atol=1e-6)
+    small = a[:64]                                   # below the limit: on the device
+    assert not rlx_jax.jit(jnp.linalg.pinv, backend="mlx").lower(small).placement().host

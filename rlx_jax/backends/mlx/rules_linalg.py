@@ -49,6 +49,9 @@ REAL_ONLY = {K.Cholesky: "mx.linalg.cholesky", K.TriangularSolve: "mx.linalg.sol
              K.Lu: "mx.linalg.lu_factor", K.Qr: "mx.linalg.qr"}
 
 
+THIN_COMPLEX_LIMIT = 4096     # long side of a complex thin SVD above which it goes to the host
+
+
 def host_reason(node):
     """Why MLX cannot run this linear-algebra node natively (None: it can)."""
     a, k = node.attrs, node.kind
@@ -63,6 +66,13 @@ def host_reason(node):
         return f"{k.name} with subset_by_index={a['subset_by_index']}: MLX computes all of them"
     if k in (K.Svd, K.Eigh) and a.get("algorithm") is not None:
         return f"{k.name} with algorithm={a['algorithm']}: MLX has one algorithm"
+    if (k is K.Svd and a.get("compute_uv") and not a.get("full_matrices")
+            and node.inputs[0].dtype.kind == "c"
+            and max(node.inputs[0].shape[-2:]) > THIN_COMPLEX_LIMIT):
+        m, n = node.inputs[0].shape[-2:]
+        return (f"thin Svd of a complex {m} x {n} matrix: mx.linalg.svd makes the long side's "
+                f"full basis ({max(m, n)}^2 elements) and mx.linalg.qr, which avoids it for real "
+                f"matrices, takes no complex ones")
     if k is K.Eig and a.get("compute_left_eigenvectors"):
         return "Eig with compute_left_eigenvectors=True: mx.linalg.eig gives right ones only"
     if k is K.Eig and a.get("implementation") is not None:
