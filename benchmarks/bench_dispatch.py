@@ -173,7 +173,8 @@ def main():
         os.sched_setaffinity(0, {core})
         print(f"pinned to core {core} (--all-cores: every core)")
     else:
-        print(f"cores: {sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else 'all'}")
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "all"
+        print(f"cores: {cores}")
     os.environ.setdefault("RLX_JAX_CACHE_DIR", tempfile.mkdtemp(prefix="rlx-bench-"))
     runs, rounds = (200, 3) if opts.quick else (2000, 7)
     dispatch(runs, rounds)

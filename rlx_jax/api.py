@@ -14,9 +14,9 @@ import jax
 from . import options as _options
 from . import distributed, interop, nesting, stages
 from . import jax_internals
-from .arguments import (FAST_SIGNATURES, PLAIN_ARRAY_TYPES, TracedArgument, function_name, static_args,
-                        key_boundary, leaf_names, leaf_signature, out_specs, output_names,
-                        raise_unhashable, weak_types)
+from .arguments import (FAST_SIGNATURES, PLAIN_ARRAY_TYPES, TracedArgument, function_name,
+                        static_args, key_boundary, leaf_names, leaf_signature, out_specs,
+                        output_names, raise_unhashable, weak_types)
 from .backends.base import NotCompiled, all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
