@@ -101,10 +101,58 @@ def test_rng_bit_generator_three_fry_is_refused_by_name(backend):
         rlx_jax.jit(fn, backend=backend)(jnp.asarray(KEYS[0], jnp.uint32))
 
 
-def test_rng_bit_generator_beyond_the_block_counter_is_refused(backend):
-    """More than 2**34 words in one draw would wrap the uint32 block index: refused by name
-    (tracing only: nothing of that size is built)."""
-    fn = lambda k: lax.rng_bit_generator(k, (2 ** 17, 2 ** 17 + 1), dtype="uint32")  # noqa: E731
+def _counter_bits(words, i):
+    """Python-int oracle: output i of XLA's Philox for key `words` (block i // 4, counter
+    s1 + block with its carry into s0 as one 128-bit number, word i % 4)."""
+    s0, s1 = words[0] | (words[1] << 32), words[2] | (words[3] << 32)
+    c = ((s0 << 64) | s1) + i // 4
+    x = tuple(jnp.asarray([(c >> (32 * k)) & 0xFFFFFFFF], jnp.uint32) for k in range(4))
+    key = (jnp.asarray([words[0]], jnp.uint32), jnp.asarray([words[1]], jnp.uint32))
+    return int(philox.philox4x32(x, key)[i % 4][0])
+
+
+def test_philox_by_element_at_indices_beyond_the_flat_limit():
+    """Draws of more than FLAT_LIMIT words compute each element from its own block; at flat
+    indices up to 2**62 (carries of the block index into both counter words) every element is
+    the Python-int counter's output."""
+    idx = [0, 5, 2 ** 32 - 1, 2 ** 32, 2 ** 34 + 7, 2 ** 35 + 2, 308000000 * 128 - 1, 2 ** 62 + 3]
+    hi = jnp.asarray([i >> 32 for i in idx], jnp.uint32)
+    lo = jnp.asarray([i & 0xFFFFFFFF for i in idx], jnp.uint32)
+    for words in KEYS:
+        got = philox.by_element(jnp.asarray(words, jnp.uint32), hi, lo)
+        assert np.asarray(got).tolist() == [_counter_bits(words, i) for i in idx]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint32"])
+def test_philox_by_element_is_rng_bit_generator(dtype):
+    for words in KEYS:
+        key = jnp.asarray(words, jnp.uint32)
+        want = lax.rng_bit_generator(key, (5, 7), dtype=dtype)
+        got = philox.rng_bit_generator(key, shape=(5, 7), dtype=dtype, elementwise=True)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_iota_2x32_beyond_2_to_the_32():
+    """The (hi, lo) iota of a shape of more than 2**32 elements is JAX's iota_2x32_shape (the
+    tails compared under jax.jit, which computes only them)."""
+    iota = module("prng").iota_2x32_shape
+    for shape in [(3, 2 ** 31 + 5, 2), (2 ** 20, 2 ** 13 + 3), (5, 7)]:
+        tail = lambda t: tuple(x[-2:, -3:] if x.ndim == 2 else x[:, -3:] for x in t)  # noqa
+        got = jax.jit(lambda: tail(philox.iota_2x32(shape)))()
+        want = jax.jit(lambda: tail(iota(shape)))()
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_draws_beyond_2_to_the_32_lower(backend):
+    """JAX's test_large_prng: more than 2**32 elements in one draw (threefry, which needs the
+    64-bit iota, and rbg) trace, legalize and lower (tracing only: nothing of that size is
+    built); a single axis longer than 2**32 is refused by name."""
+    for impl in ("threefry2x32", "rbg"):
+        fn = lambda: R.uniform(R.key(3, impl=impl), (308000000, 128), jnp.bfloat16)  # noqa
+        rlx_jax.jit(fn, backend=backend).lower()
+    fn = lambda k: lax.rng_bit_generator(k, (2 ** 33, 1), dtype="uint32")  # noqa: E731
     with pytest.raises(errors.UnsupportedPrimitiveError, match="in one draw is not supported"):
         rlx_jax.jit(fn, backend=backend).lower(jnp.asarray(KEYS[0], jnp.uint32))
 

@@ -21,11 +21,13 @@ MLX and Core ML have none here).
 """
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 M0, M1 = 0xD2511F53, 0xCD9E8D57          # Philox4x32 multipliers
 W0, W1 = 0x9E3779B9, 0xBB67AE85          # key schedule (Weyl) increments
 ROUNDS = 10
-MAX_WORDS = 4 * 2 ** 32                  # the block index j is a uint32 (frontend rule checks)
+FLAT_LIMIT = 2 ** 31 - 1                 # above: each element from its own block (MLX's shapes
+                                         # are int32, so no flat array of all the words)
 
 
 def _u32(v):
@@ -61,6 +63,24 @@ def _add64(lo, hi, n):
     return new_lo, new_hi, ((new_hi < hi) & (carry > 0)).astype(jnp.uint32)
 
 
+def iota_2x32(shape):
+    """(hi, lo) uint32 words of the row-major uint64 iota of `shape` (each axis below 2**32):
+    the sum over axes of the axis's iota times its stride, each product exact (mul_hilo) and
+    each sum carried, as JAX's iota_2x32_shape computes it in uint64."""
+    hi = lo = None
+    stride = 1
+    for axis in reversed(range(len(shape))):
+        if shape[axis] > 1:
+            idx = lax.broadcasted_iota(jnp.uint32, shape, axis)
+            p_hi, p_lo = mul_hilo(idx, stride & 0xFFFFFFFF)
+            p_hi = p_hi + idx * _u32((stride >> 32) & 0xFFFFFFFF)
+            lo, hi = (p_lo, p_hi) if lo is None else _add64(lo, hi + p_hi, p_lo)[:2]
+        stride *= shape[axis]
+    if lo is None:
+        hi = lo = jnp.zeros(shape, jnp.uint32)
+    return hi, lo
+
+
 def _blocks(words, count):
     """The `count` Philox output blocks for key words (a0, a1, a2, a3), and the new key."""
     a0, a1, a2, a3 = (words[i] for i in range(4))
@@ -72,19 +92,45 @@ def _blocks(words, count):
     return out, jnp.stack([a0, a1, n0, n1])
 
 
+def by_element(words, hi, lo):
+    """The uint32 outputs of the elements whose flat indices i have the uint32 words (hi, lo),
+    each from its own block: element i is word i % 4 of block i // 4."""
+    a0, a1, a2, a3 = (words[i] for i in range(4))
+    j_lo, j_hi, w = (lo >> _u32(2)) | (hi << _u32(30)), hi >> _u32(2), lo & _u32(3)
+    c0 = a2 + j_lo
+    t = a3 + j_hi
+    c1 = t + (c0 < a2).astype(jnp.uint32)
+    c2, c3, _ = _add64(a0, a1, ((t < a3) | (c1 < t)).astype(jnp.uint32))
+    out = philox4x32((c0, c1, c2, c3), (a0, a1))
+    return jnp.select([w == _u32(k) for k in range(3)], list(out[:3]), out[3])
+
+
+def _advance(words, count):
+    """The key after `count` blocks (a Python int below 2**64): s1 advanced, s0 kept."""
+    a0, a1, a2, a3 = (words[i] for i in range(4))
+    n0, n1, _ = _add64(a2, a3, _u32(count & 0xFFFFFFFF))
+    return jnp.stack([a0, a1, n0, n1 + _u32(count >> 32)])
+
+
 def _interleave(words, n):
     return jnp.stack(words, axis=1).reshape(-1)[:n]
 
 
-def rng_bit_generator(key, *, shape, dtype):
+def rng_bit_generator(key, *, shape, dtype, elementwise=False):
     """(new key, bits of `dtype` and `shape`): lax.rng_bit_generator with RNG_DEFAULT or
-    RNG_PHILOX, for a uint32[4] key (or a uint64[2] one under jax_enable_x64)."""
+    RNG_PHILOX, for a uint32[4] key (or a uint64[2] one under jax_enable_x64). Draws of more
+    than FLAT_LIMIT words (or any, with elementwise) compute each element from its own block."""
     dtype = np.dtype(dtype)
     wide = key.dtype == np.uint64
     words = jnp.stack([key & jnp.uint64(0xFFFFFFFF), key >> jnp.uint64(32)], axis=1) \
         .reshape(4).astype(jnp.uint32) if wide else key
     n = int(np.prod(shape, dtype=np.int64))
-    if dtype == np.uint64:              # other dtypes: 32-bit outputs, converted as XLA does
+    if n > FLAT_LIMIT or elementwise:
+        if dtype == np.uint64:
+            raise ValueError(f"uint64 draws of {n} elements (above {FLAT_LIMIT}) are not "
+                             f"computed here")
+        bits, new = by_element(words, *iota_2x32(tuple(shape))), _advance(words, -(-n // 4))
+    elif dtype == np.uint64:            # other dtypes: 32-bit outputs, converted as XLA does
         b, new = _blocks(words, -(-2 * n // 4))
         halves = [b[0].astype(jnp.uint64) | (b[1].astype(jnp.uint64) << jnp.uint64(32)),
                   b[2].astype(jnp.uint64) | (b[3].astype(jnp.uint64) << jnp.uint64(32))]

@@ -16,7 +16,6 @@ import jax
 import numpy as np
 from jax import lax
 
-from ...errors import UnsupportedPrimitiveError
 from ...ir import philox, prng
 from ...ir.ops import OpKind as K
 from . import jaxpr_rule
@@ -52,14 +51,18 @@ jaxpr_rule("threefry2x32")(lambda ctx, k1, k2, x1, x2: ctx.emit(K.ThreeFry2x32, 
 
 @jaxpr_rule("iota_2x32_shape")
 def _iota_2x32_shape(ctx, *, shape):
-    """(hi, lo) words of the row-major uint64 iota of `shape`: hi is 0 below 2**32 elements."""
+    """(hi, lo) words of the row-major uint64 iota of `shape`: hi is 0 below 2**32 elements;
+    above, the words are summed from each axis's iota times its stride in uint32 pairs."""
     b = ctx.b
     shape = tuple(int(d) for d in shape)
     n = int(np.prod(shape, dtype=np.int64))
     if n > 2 ** 32:
-        raise UnsupportedPrimitiveError(
-            f"random bits for {n} elements (more than 2**32) in one draw are not supported; "
-            f"draw them in pieces (jax.random.split the key)")
+        if max(shape) > 2 ** 32:
+            return ctx.unsupported(
+                f"random bits of shape {shape}: an axis longer than 2**32 is not supported; "
+                f"draw in pieces (jax.random.split the key)")
+        closed = jax.make_jaxpr(functools.partial(philox.iota_2x32, shape))()
+        return ctx.translate(closed, [])
     lo = b.reshape(b.add(K.Iota, (), {"dtype": np.dtype(np.uint32), "shape": (n,),
                                       "dimension": 0}), shape)
     hi = b.expand(b.const(np.uint32(0)), shape, ())
@@ -81,12 +84,12 @@ def _rng_bit_generator(ctx, key, *, shape, dtype, algorithm, out_sharding=None):
             f"rng_bit_generator with {algorithm.name} is not supported: rlx_jax computes "
             f"RNG_DEFAULT and RNG_PHILOX (XLA's Philox4x32-10); pass one of those")
     shape = tuple(int(d) for d in shape)
-    words = int(np.prod(shape, dtype=np.int64)) * (2 if np.dtype(dtype) == np.uint64 else 1)
-    if words > philox.MAX_WORDS:
+    n = int(np.prod(shape, dtype=np.int64))
+    if n > philox.FLAT_LIMIT and (np.dtype(dtype) == np.uint64 or max(shape) > 2 ** 32):
         return ctx.unsupported(
-            f"rng_bit_generator of {words} 32-bit words in one draw is not supported (at most "
-            f"{philox.MAX_WORDS}: Philox's block counter is uint32 here); draw in pieces "
-            f"(jax.random.split the key)")
+            f"rng_bit_generator of {n} {np.dtype(dtype).name} elements of shape {shape} in one "
+            f"draw is not supported (above {philox.FLAT_LIMIT} elements, only narrower dtypes "
+            f"and axes below 2**32); draw in pieces (jax.random.split the key)")
     fn = functools.partial(philox.rng_bit_generator, shape=shape, dtype=np.dtype(dtype))
     closed = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct(key.shape, key.dtype))
     return ctx.translate(closed, [key])

@@ -7,7 +7,7 @@ import numpy as np
 
 from ....ir.ops import OpKind as K
 from .legality import I32, MIL_DTYPES, mil_dtype_name, mil_np_dtype
-from .table import UNARY_FNS, mil_rule, refuse
+from .table import UNARY_FNS, check_const_size, mil_rule, refuse
 
 
 # unary fn -> MIL op of the same meaning (float operands unless the MIL op also takes int32)
@@ -31,6 +31,7 @@ def _constant(ctx, node):
 def _iota(ctx, node):
     a = node.attrs
     shape = a["shape"]
+    check_const_size(shape, mil_np_dtype(a["dtype"]), "Iota")
     line = np.arange(shape[a["dimension"]])
     bshape = [1] * len(shape)
     bshape[a["dimension"]] = shape[a["dimension"]]

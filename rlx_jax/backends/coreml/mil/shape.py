@@ -5,7 +5,7 @@ import numpy as np
 
 from ....ir.ops import OpKind as K
 from .legality import mil_np_dtype
-from .table import mil_rule
+from .table import check_const_size, mil_rule
 
 
 def reshape(ctx, x, shape):
@@ -55,6 +55,8 @@ def expand(ctx, x, in_shape, shape, dims):
     reps = [o if f == 1 else 1 for f, o in zip(full, shape)]
     if all(r == 1 for r in reps):
         return x
+    if x.val is not None:                   # coremltools computes the tiled value now
+        check_const_size(shape, np.asarray(x.val).dtype, "a broadcast constant")
     return ctx.mb.tile(x=x, reps=ctx.ints(reps))
 
 

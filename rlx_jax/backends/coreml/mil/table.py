@@ -16,6 +16,23 @@ mil_rule = MIL_RULES.rule
 UNARY_FNS, unary_fn = rule_table("MIL unary fns")
 
 
+# Iota, constants and broadcasts of constants become MIL consts (coremltools infers the value of
+# every op whose inputs are consts, and writes the results into the package as weights): one
+# above this many bytes is refused rather than built in memory (a node refused goes to the host
+# under fallback="host")
+CONST_LIMIT_BYTES = 2 ** 31
+
+
+def check_const_size(shape, dtype, what):
+    """Refuses a constant of `shape` and numpy `dtype` above CONST_LIMIT_BYTES."""
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if size > CONST_LIMIT_BYTES:
+        raise RefusalError(
+            f"{what} of shape {tuple(shape)} would be a Core ML constant of {size / 2 ** 30:.1f} "
+            f"GiB (the package holds such values as weights; at most {CONST_LIMIT_BYTES >> 30} "
+            f"GiB here); compute it from the program's inputs, or in pieces")
+
+
 class MilCtx:
     """What rules need: the MIL builder, the opset, and small helpers for constants."""
 
@@ -26,6 +43,7 @@ class MilCtx:
     def const(self, value, dtype=None):
         """A MIL const of exactly `dtype` (numpy); Python ints become int32."""
         arr = np.asarray(value, dtype=dtype)
+        check_const_size(arr.shape, arr.dtype, "a value")
         if arr.dtype == np.int64:
             arr = arr.astype(np.int32)
         elif arr.dtype == np.float64:

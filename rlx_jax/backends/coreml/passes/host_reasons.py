@@ -5,16 +5,18 @@ type (legality.problems: bfloat16, float64, integers not provably in int32 range
 when it reads such a value, or when its MIL rule refuses its configuration (bitwise ops, an
 integer convolution, ...). The last is found by building the program once with every rule:
 a node whose rule raises a RefusalError (a documented refusal) records why and leaves a
-stand-in constant of its output type, so one build names every refusal. Any other exception
-in a rule is a bug and surfaces as a LoweringError naming the node, its line and the rule. Zero-size top-level values are folded away before lowering
-(passes/empty.py) and are not reasons.
+stand-in of its output type (a constant, or for a large one a tile of the probe's own input,
+so that coremltools computes no value of that size), so one build names every refusal. Any
+other exception in a rule is a bug and surfaces as a LoweringError naming the node, its line
+and the rule. Zero-size top-level values are folded away before lowering (passes/empty.py)
+and are not reasons.
 """
 import numpy as np
 
 from ....errors import RefusalError
 from ....ir.interpret import interpret
 from ....placement.partition import value_reasons
-from ..mil.legality import MIL_DTYPES, mil_np_dtype, mil_type, problems
+from ..mil.legality import MIL_DTYPES, mil_dtype_name, mil_np_dtype, mil_type, problems
 from ..package.cache import MIL_LOCK
 from ..mil.table import MIL_RULES, MilCtx
 
@@ -33,7 +35,7 @@ class _Tolerant:
     """MIL_RULES seen through a probe: a skipped or refusing node yields stand-ins."""
 
     def __init__(self, skip):
-        self.skip, self.refused = skip, {}
+        self.skip, self.refused, self.seed = skip, {}, None
 
     def get(self, kind):
         rule = MIL_RULES.get(kind)
@@ -46,7 +48,7 @@ class _Tolerant:
                     return rule(ctx, node, *args)
                 except RefusalError as e:     # only a documented refusal; a bug surfaces
                     self.refused[id(node)] = str(e).split("\n")[0].split("; use backend")[0]
-            outs = [_stand_in(ctx, o) for o in node.outputs]
+            outs = [_stand_in(ctx, o, self.seed) for o in node.outputs]
             return outs[0] if len(outs) == 1 else tuple(outs)
         run.__wrapped__ = rule
         return run
@@ -62,11 +64,16 @@ def _mil_dtype(v):
     return dt if dt in MIL_DTYPES else np.dtype(np.float32)
 
 
-def _stand_in(ctx, v):
+def _stand_in(ctx, v, seed):
+    """A var of v's shape and MIL dtype; a large one tiled from the probe's own float32[1] input
+    `seed`, which has no value, so coremltools computes nothing of that size."""
     shape = tuple(max(d, 1) for d in v.shape)
-    if int(np.prod(shape)) <= 4096:
+    if int(np.prod(shape, dtype=np.int64)) <= 4096:
         return ctx.const(np.zeros(shape, _mil_dtype(v)))
-    return ctx.mb.fill(shape=ctx.ints(shape), value=ctx.const(np.zeros((), _mil_dtype(v))))
+    one = ctx.mb.reshape(x=seed, shape=ctx.ints((1,) * len(shape)))
+    big = ctx.mb.tile(x=one, reps=ctx.ints(shape))
+    return ctx.mb.cast(x=big, dtype=mil_dtype_name(_mil_dtype(v))) \
+        if _mil_dtype(v) != np.float32 else big
 
 
 def _refused(graph, skip, opset):
@@ -78,9 +85,11 @@ def _refused(graph, skip, opset):
     specs = {name: mb.TensorSpec(shape=tuple(max(d, 1) for d in v.shape) or (1,),
                                  dtype=mil_type(_mil_dtype(v)))
              for name, v in zip(names, graph.inputs)}
+    specs["rlx_stand_in_seed"] = mb.TensorSpec(shape=(1,), dtype=mil_type(np.dtype(np.float32)))
     ctx = MilCtx(mb, opset)
     with MIL_LOCK:
         with Function(specs, opset_version=opset) as func:
+            rules.seed = func.inputs["rlx_stand_in_seed"]
             args = []
             for name, v in zip(names, graph.inputs):
                 var = func.inputs[name]
