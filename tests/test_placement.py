@@ -238,3 +238,35 @@ def test_compiled_runtime_says_host():
     assert compiled.runtime.endswith("+host") and compiled.runtime != "none+host"
     with pytest.raises(errors.BadArgumentError, match="placement"):
         compiled.lowered.op_counts("backend")
+
+
+@jax.custom_vjp
+def _int_passthrough(x, n):
+    return x
+
+
+_int_passthrough.defvjp(lambda x, n: (x, None), lambda _, g: (g * 3.0, 1))
+
+
+def float0_result(x):
+    """A float0 cotangent (JAX's test_float0_cotangents_automatically_handled): the integer
+    argument's cotangent is a float0 constant, which no device array holds."""
+    return x * 2.0, jax.vjp(_int_passthrough, x, 1)[1](x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_float0_constant_result_is_handed_back_by_the_host(backend):
+    """The constant is in no segment; the device runs the rest and the host gives the float0
+    array back as jax.jit does (dtype, shape and the device part's values)."""
+    x = np.float32(1.5)
+    f = rlx_jax.jit(float0_result, backend=backend)
+    got, want = f(x), jax.jit(float0_result)(x)
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert np.asarray(g).dtype == np.asarray(w).dtype and np.shape(g) == np.shape(w)
+        if np.asarray(w).dtype != jax.dtypes.float0:
+            _close(g, w)
+    placed = f.lower(x).placement()
+    assert [s.placement for s in placed.segments] == ["device"]
+    assert not placed.device_only == (backend != "xla")
+    assert [n.kind for n, _ in placed.host_ops()] == ([K.Constant] if backend != "xla" else [])

@@ -95,6 +95,9 @@ class PartitionedExecutable(Executable):
         if self._held is None:
             self._held = []
             for v in self.placement.graph.outputs:
+                if v.node.kind is OpKind.Constant and id(v.node) in self.placement.host:
+                    self._held.append(False)     # a constant the device cannot hold (float0)
+                    continue
                 try:
                     get(v, backend)
                     self._held.append(True)

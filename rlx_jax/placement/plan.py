@@ -12,6 +12,7 @@ from absl import logging
 from ..errors import LegalizationError
 from ..ir.interpret import where
 from ..numpy_rules import with_own_numpy_rules
+from ..ir.ops import OpKind
 from ..passes.legalize import legalize, unclaimed
 from .partition import DEVICE, FREE, HOST, partition
 
@@ -27,7 +28,10 @@ class Placement:
 
     @property
     def device_only(self):
-        return all(s.placement == DEVICE for s in self.segments)
+        """Every segment on the device, and no result a constant the device cannot hold (a
+        float0 cotangent: such a constant, in no segment, is handed back by the host)."""
+        return all(s.placement == DEVICE for s in self.segments) and not any(
+            v.node.kind is OpKind.Constant and id(v.node) in self.host for v in self.graph.outputs)
 
     def host_ops(self):
         """[(node, reason)] of the host-placed ops, in program order."""
