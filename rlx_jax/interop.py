@@ -14,6 +14,10 @@ same backend with the same options, so nothing runs as plain JAX instead of the 
 - transpose (of such a linear call): an `rlx_call` of `jax.linear_transpose` of the linear map,
   its non-linear inputs held fixed; it is not linear in those, so it is differentiated again by
   the JVP rule: jax.grad of jax.grad, jax.hessian and jax.jacfwd of jax.jacrev all work;
+- linearization for reverse mode (jax.grad, jax.vjp, jacrev): the primal `rlx_call` and a
+  tangent `rlx_call` whose transpose is an `rlx_call` of `jax.vjp` of the function, so a
+  function JAX differentiates in reverse only (a custom_vjp under jax_custom_vjp3) has
+  gradients; forward mode (jax.jvp, jax.linearize, jacfwd) uses the JVP rule;
 - batching: an `rlx_call` of `jax.vmap(fun, in_axes, out_axes=0)`;
 - lowering under `jax.jit`: a host callback (as `jax.pure_callback` lowers) that runs the
   executable, compiled when `jax.jit` lowers; the rest of the jax.jit program stays XLA;
@@ -64,6 +68,7 @@ class RlxFunction:
         self._jitted, self._compiled, self._avals, self._derived = {}, {}, {}, {}
         self._lock = threading.Lock()
         self.calls = 0
+        self.transposed_by = None     # (function, nonzero, float_out): see jvp_map(reverse=True)
 
     def __repr__(self):
         return f"{self.name}@{self.backend}"
@@ -79,6 +84,10 @@ class RlxFunction:
         return j
 
     def out_avals(self, avals):
+        if self.transposed_by is not None:     # a reverse tangent map: the tangents' types
+            src, nonzero, float_out = self.transposed_by
+            outs = src.out_avals(avals[:len(nonzero)])
+            return tuple(a.to_tangent_aval() for a, f in zip(outs, float_out) if f)
         return tuple(v.aval for v in self.jaxpr(avals).jaxpr.outvars)
 
     def jaxpr(self, avals):
@@ -129,39 +138,74 @@ class RlxFunction:
         self.calls += 1
         return outs
 
-    def derive(self, key, build):
-        d = self._derived.get(key)
+    def derive(self, key, build, tag=()):
+        d = self._derived.get(key + tag)
         if d is None:
             flat, name, linear = build()
-            d = self._derived[key] = RlxFunction(flat, name, self._make_jitted, linear)
+            d = self._derived[key + tag] = RlxFunction(flat, name, self._make_jitted, linear)
         return d
 
     # ---- the transformations ----
-    def jvp_map(self, nonzero, float_out):
-        """(primals, non-zero tangents) -> tangents of the float outputs."""
-        def build():
-            n = len(nonzero)
+    def jvp_map(self, nonzero, float_out, reverse=False):
+        """(primals, non-zero tangents) -> tangents of the float outputs. With `reverse` (JAX's
+        linearization for a VJP), the map is transposed from `jax.vjp` of the function rather
+        than from this JVP, which a function JAX differentiates in reverse only (a custom_vjp
+        under jax_custom_vjp3) does not have."""
+        if reverse:
+            d = self.derive(("jvp", nonzero, float_out), lambda: self._jvp_build(nonzero,
+                                                                                  float_out),
+                            ("reverse",))
+            d.transposed_by = (self, nonzero, float_out)
+            return d
+        return self.derive(("jvp", nonzero, float_out),
+                           lambda: self._jvp_build(nonzero, float_out))
 
-            moving = [i for i, nz in enumerate(nonzero) if nz]
+    def _vjp_transposed(self, nonzero, float_out, undefined):
+        """(primals, cotangents of the float outputs) -> cotangents of the tangent inputs that
+        are `undefined`, by jax.vjp of the function in its moving inputs."""
+        n = len(nonzero)
+        moving = [i for i, nz in enumerate(nonzero) if nz]
+        if any(undefined[:n]):
+            raise BadArgumentError(f"rlx_call {self!r}: cannot transpose with respect to its "
+                                   f"primal inputs")
 
-            def tangent_map(*xs):
-                primals, tangents = xs[:n], xs[n:]
+        def transposed(*xs):
+            primals, cts = xs[:n], list(xs[n:])
 
-                def of_moving(*ps):        # inputs with a zero tangent stay constants: JAX sees
-                    full = list(primals)   # them unperturbed (custom_vjp's symbolic zeros)
-                    for i, p in zip(moving, ps):
-                        full[i] = p
-                    return self.flat(*full)
-                _, touts = jax.jvp(of_moving, [primals[i] for i in moving], list(tangents))
-                return [t for t, f in zip(touts, float_out) if f]
-            return tangent_map, f"{self.name}_jvp", range(n, n + sum(nonzero))
-        return self.derive(("jvp", nonzero, float_out), build)
+            def of_moving(*ps):
+                full = list(primals)
+                for i, p in zip(moving, ps):
+                    full[i] = p
+                return [o for o, f in zip(self.flat(*full), float_out) if f]
+            _, pull = jax.vjp(of_moving, *[primals[i] for i in moving])
+            return [c for c, u in zip(pull(cts), undefined[n:]) if u]
+        return transposed
+
+    def _jvp_build(self, nonzero, float_out):
+        n = len(nonzero)
+        moving = [i for i, nz in enumerate(nonzero) if nz]
+
+        def tangent_map(*xs):
+            primals, tangents = xs[:n], xs[n:]
+
+            def of_moving(*ps):        # inputs with a zero tangent stay constants: JAX sees
+                full = list(primals)   # them unperturbed (custom_vjp's symbolic zeros)
+                for i, p in zip(moving, ps):
+                    full[i] = p
+                return self.flat(*full)
+            _, touts = jax.jvp(of_moving, [primals[i] for i in moving], list(tangents))
+            return [t for t, f in zip(touts, float_out) if f]
+        return tangent_map, f"{self.name}_jvp", range(n, n + sum(nonzero))
 
     def transpose_map(self, undefined, lin_avals, n_cts):
         """(defined inputs, output cotangents) -> cotangents of the undefined (linear) inputs;
         linear inputs that are defined contribute nothing to a cotangent and are held at zero."""
         def build():
             n_def = len(undefined) - sum(undefined)
+            if self.transposed_by is not None:
+                src, nonzero, float_out = self.transposed_by
+                return (src._vjp_transposed(nonzero, float_out, undefined),
+                        f"{self.name}_transpose", range(n_def, n_def + n_cts))
 
             def transposed(*xs):
                 defined, cts = xs[:n_def], list(xs[n_def:])
@@ -213,6 +257,30 @@ def _jvp(primals, tangents, *, fn):
     return outs, [next(touts) if f else z for f, z in zip(float_out, zeros)]
 
 
+def _linearize(is_vjp, nonzero, *primals, fn):
+    """JAX's linearization (the path jax.vjp and jax.grad take): the primal call, and a tangent
+    call whose transpose is built from jax.vjp of the function; forward mode (is_vjp False)
+    goes through the JVP rule, as JAX's fallback does."""
+    if not is_vjp:
+        return _AD.fallback_linearize_rule(rlx_call_p, is_vjp, nonzero, *primals, fn=fn)
+    outs = rlx_call_p.bind(*primals, fn=fn)
+    out_avals = fn.out_avals(tuple(jax.typeof(p) for p in primals))
+    nonzero = tuple(bool(nz) and jax.typeof(p).dtype != jax.dtypes.float0
+                    for nz, p in zip(nonzero, primals))
+    float_out = tuple(_is_float(a.dtype) for a in out_avals)
+    nz_out = [f and any(nonzero) for f in float_out]
+
+    def tangent_fun(residuals, *tangents):
+        zeros = [ad.Zero(a.to_tangent_aval()) for a in out_avals]
+        if not any(nz_out):
+            return zeros
+        moving = [ad.instantiate_zeros(t) for t, nz in zip(tangents, nonzero) if nz]
+        touts = iter(rlx_call_p.bind(*residuals, *moving,
+                                     fn=fn.jvp_map(nonzero, float_out, reverse=True)))
+        return [next(touts) if f else z for f, z in zip(float_out, zeros)]
+    return outs, nz_out, list(primals), tangent_fun
+
+
 def _transpose(cts, *args, fn):
     undefined = tuple(ad.is_undefined_primal(a) for a in args)
     bad = [i for i, u in enumerate(undefined) if u and i not in fn.linear]
@@ -241,6 +309,7 @@ def _batch(axis_data, args, dims, *, fn):
 
 
 _CORE = jax_internals.module("core")
+_AD = jax_internals.module("ad")
 
 
 def _pretty(eqn, context, settings):
@@ -269,6 +338,7 @@ rlx_call_p.def_impl(_impl)
 rlx_call_p.def_abstract_eval(_abstract_eval)
 ad.primitive_jvps[rlx_call_p] = _jvp
 ad.primitive_transposes[rlx_call_p] = _transpose
+_AD.primitive_linearizations[rlx_call_p] = _linearize
 batching.fancy_primitive_batchers[rlx_call_p] = _batch    # with the vmap's axis name
 mlir.register_lowering(rlx_call_p, _lowering, cacheable=False)
 _CORE.pp_eqn_rules[rlx_call_p] = _pretty

@@ -25,6 +25,7 @@ LOCATIONS = {
     "api": ("jax._src.api",),
     "test_util": ("jax._src.test_util",),
     "core": ("jax._src.core",),
+    "ad": ("jax._src.interpreters.ad",),       # primitive_linearizations (interop.py)
     "mlir": ("jax._src.interpreters.mlir",),   # register_lowering: tests' own primitives
     "pjit": ("jax._src.pjit",),
     "lax": ("jax._src.lax.lax",),     # weak types of traced results (backends/xla/direct.py)

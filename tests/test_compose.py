@@ -326,3 +326,35 @@ def test_vmap_axis_names_reach_the_jitted_function(backend):
                                            in_axes=(0, None))(x, np.int32(1)))
     np.testing.assert_array_equal(jax.jit(jax.vmap(f, axis_name="i"))(x),
                                   jax.vmap(fun, axis_name="i")(x))
+
+
+def test_reverse_mode_of_a_function_jax_differentiates_in_reverse_only(backend):
+    """Under jax_custom_vjp3 a custom_vjp has no JVP (JAX raises NotImplementedError for
+    jax.jvp of it): jax.grad / jacrev of an rlx_jax.jit function holding one take JAX's
+    linearization path, whose tangent call is transposed from jax.vjp of the function (JAX's
+    test_symbolic_zero_custom_vjp_basic under CustomVJP3Test)."""
+    from jax._src import config
+
+    @jax.custom_vjp
+    def f(x, y):
+        return x * y, x
+
+    def fwd(x, y):
+        return (x.value * y.value, x.value), (x.value, y.value)
+
+    def bwd(res, g):
+        (x, y), (g0, g1) = res, g
+        zero = jax.custom_derivatives.SymbolicZero
+        g0 = 0.0 if type(g0) is zero else g0
+        g1 = 0.0 if type(g1) is zero else g1
+        return g0 * y + 2.0 * g1, g0 * x          # not f's true derivative: bwd decides
+
+    f.defvjp(fwd, bwd, symbolic_zeros=True)
+    x, y = np.float32(3.0), np.float32(5.0)
+    with config.custom_vjp3(True):
+        h = rlx_jax.jit(f, backend=backend)
+        for tr in (jax.jacrev, functools.partial(jax.jacrev, argnums=(0, 1))):
+            _close(tr(h)(x, y), tr(jax.jit(f))(x, y))
+        g = jax.grad(lambda a, b: h(a, b)[0] + 3.0 * h(a, b)[1])(x, y)
+        assert float(g) == pytest.approx(5.0 + 6.0)
+
