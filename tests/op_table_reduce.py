@@ -23,6 +23,9 @@ DOT_CASES = [
     # contracting and batch dimensions that are neither leading nor trailing
     *_dot("dot_general_dims", (((0, 3), (2, 0)), ((1,), (1,))), (4, 2, 3, 5), (5, 2, 4, 3),
           dtypes=(F32, I32)),
+    # bool: an or of ands (JAX's testDotGeneralContractAndBatch0; MIL's matmul takes no bool)
+    *_dot("dot_general_batch_transposed", (((2,), (0,)), ((0,), (1,))), (3, 3, 2), (2, 3, 4),
+          dtypes=(F32, BOOL), grad=False),
     *_dot("dot_pet_f32", (((1,), (0,)), ((), ())), (3, 4), (4, 2), dtypes=(BF16, F16),
           pet=jnp.float32),
     *_dot("dot_pet_i32", (((1,), (0,)), ((), ())), (3, 4), (4, 2), dtypes=("int8",),

@@ -36,11 +36,14 @@ def _operand(ctx, x, shape, batch, free, contract, lhs):
 
 @mil_rule(K.DotGeneral)
 def _dot_general(ctx, node, x, y):
-    """lax.dot_general as transpose/reshape + one batched matmul + reshape."""
+    """lax.dot_general as transpose/reshape + one batched matmul + reshape. A bool one (an or
+    of ands; MIL's matmul takes no bool) counts in float32 and tests the count for > 0."""
     (lc, rc), (lb, rb) = node.attrs["dimension_numbers"]
     xs, ys = node.inputs[0].shape, node.inputs[1].shape
     out = node.out
-    x, y = _cast_to(ctx, x, out.dtype), _cast_to(ctx, y, out.dtype)
+    logical = out.dtype == np.bool_
+    work = np.dtype(np.float32) if logical else out.dtype
+    x, y = _cast_to(ctx, x, work), _cast_to(ctx, y, work)
     lf = tuple(d for d in range(len(xs)) if d not in lc and d not in lb)
     rf = tuple(d for d in range(len(ys)) if d not in rc and d not in rb)
     x, tx = _operand(ctx, x, xs, tuple(lb), lf, tuple(lc), True)
@@ -51,7 +54,7 @@ def _dot_general(ctx, node, x, y):
     n = int(np.prod([ys[d] for d in rf], dtype=np.int64))
     if tuple(out.shape) != (((b,) if lb else ()) + (m, n)):
         z = reshape(ctx, z, out.shape)
-    return z
+    return ctx.mb.greater(x=z, y=ctx.scalar(0, np.float32)) if logical else z
 
 
 REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min", "prod": "reduce_prod"}
