@@ -249,9 +249,12 @@ _int_passthrough.defvjp(lambda x, n: (x, None), lambda _, g: (g * 3.0, 1))
 
 
 def float0_result(x):
-    """A float0 cotangent (JAX's test_float0_cotangents_automatically_handled): the integer
-    argument's cotangent is a float0 constant, which no device array holds."""
-    return x * 2.0, jax.vjp(_int_passthrough, x, 1)[1](x)
+    """float0 cotangents, which no device array holds: an integer argument's, a float0
+    constant (JAX's test_float0_cotangents_automatically_handled), and a bool mask's of shape
+    (3,) (testDotProductAttentionBiasGradient's mask)."""
+    mask = jnp.array([True, False, True])
+    masked = jax.vjp(lambda v, m: jnp.where(m, v, 0.0), jnp.full((3,), x), mask)[1]
+    return x * 2.0, jax.vjp(_int_passthrough, x, 1)[1](x), masked(jnp.ones(3))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -267,6 +270,5 @@ def test_a_float0_constant_result_is_handed_back_by_the_host(backend):
         if np.asarray(w).dtype != jax.dtypes.float0:
             _close(g, w)
     placed = f.lower(x).placement()
-    assert [s.placement for s in placed.segments] == ["device"]
     assert not placed.device_only == (backend != "xla")
-    assert [n.kind for n, _ in placed.host_ops()] == ([K.Constant] if backend != "xla" else [])
+    assert (K.Constant in [n.kind for n, _ in placed.host_ops()]) == (backend != "xla")

@@ -95,8 +95,9 @@ class PartitionedExecutable(Executable):
         if self._held is None:
             self._held = []
             for v in self.placement.graph.outputs:
-                if v.node.kind is OpKind.Constant and id(v.node) in self.placement.host:
-                    self._held.append(False)     # a constant the device cannot hold (float0)
+                if np.dtype(v.dtype).kind == "V" or (
+                        v.node.kind is OpKind.Constant and id(v.node) in self.placement.host):
+                    self._held.append(False)     # float0, or a constant the device lacks
                     continue
                 try:
                     get(v, backend)
