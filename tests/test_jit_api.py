@@ -15,7 +15,7 @@ import rlx_jax
 from rlx_jax.errors import BadArgumentError, UnsupportedTransformationError
 
 from .conftest import BACKENDS
-from .where_ran import COREML_KEY_BITS
+from .where_ran import COREML_KEY_BITS, expect_host
 
 R = np.random.RandomState(0)
 W, X = R.randn(3, 2).astype(np.float32), R.randn(4, 3).astype(np.float32)
@@ -378,3 +378,18 @@ def test_jax_typed_literals_are_weak_scalars():
     a, b = literals.TypedFloat(1.5, np.dtype(np.float32)), literals.TypedInt(3, np.dtype(np.int32))
     got, want = f(a, b), jax.jit(lambda a, b: a * 2 + b)(a, b)
     assert (got.dtype, got.weak_type, float(got)) == (want.dtype, want.weak_type, float(want))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint32", "bfloat16", "complex64"])
+def test_an_argument_returned_as_it_is_is_a_new_buffer(backend, dtype):
+    """jax.jit's results never share an argument's buffer (JAX's testArrayCopy): neither do
+    rlx_jax's, also where the argument only passes through the host (uint32, bfloat16 and
+    complex64 on coreml)."""
+    if dtype != "float32" and backend == "coreml":
+        expect_host(f"Core ML holds no {dtype} values: those arguments pass through the host")
+    x = jnp.ones(10, dtype=dtype)
+    for fun in (jnp.asarray, jnp.copy, lambda v: (v, v + v)):
+        got = jax.tree.leaves(rlx_jax.jit(fun, backend=backend)(x))[0]
+        assert got.unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(x))

@@ -7,6 +7,7 @@ is kept in the array form its producer made (Core ML: numpy, MLX: mx.array, xla:
 converted, through the backends' `host_array` / `array_input` hooks, to the form a reader needs
 once per call: a value read by two segments of the same backend is converted once, never twice.
 """
+import jax
 import numpy as np
 
 from ..backends.base import Executable, all_backends, kept_kinds, runtime_of
@@ -115,4 +116,16 @@ class PartitionedExecutable(Executable):
         if self._convert is not None and native:
             for i, o in zip(native, self._convert([outs[i] for i in native])):
                 outs[i] = o
+        for i, v in enumerate(self.placement.graph.outputs):
+            if v.node.kind is OpKind.Input:      # an argument returned as it is: a copy, as
+                outs[i] = _fresh(outs[i])        # jax.jit's results never share its buffer
         return outs
+
+
+def _fresh(x):
+    """A copy of array `x` (an mx.array is a value no one mutates: kept)."""
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if isinstance(x, jax.Array):
+        return jax.numpy.array(x, copy=True)
+    return x

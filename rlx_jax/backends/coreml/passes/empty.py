@@ -214,7 +214,9 @@ class FoldedExecutable(Executable):
         if len(args) != len(self.graph.inputs):
             raise TypeError(f"expected {len(self.graph.inputs)} arrays, got {len(args)}")
         outs = self.inner(*[args[i] for i in self.folded.inputs]) if self.inner else []
-        return [outs[o] if isinstance(o, int) else np.asarray(args[o.index])
+        # an argument handed back is a copy, as jax.jit's results never share an argument's
+        # buffer (JAX's testArrayCopy)
+        return [outs[o] if isinstance(o, int) else np.array(args[o.index], copy=True)
                 if isinstance(o, Argument) else o.copy() for o in self.folded.outputs]
 
 
