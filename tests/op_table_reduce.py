@@ -1,5 +1,6 @@
 """Op-table cases: contractions, reductions, arg-reductions, cumulative ops, sorting, top_k."""
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .op_table_base import (BF16, BOOL, F16, F32, FLOATS, I32, INTS, U32, Case, args, arr,
@@ -85,6 +86,10 @@ CUMULATIVE_CASES = [
     *_cum("cummin", lax.cummin, (F32, F16, I32)),
     *_cum("cumlogsumexp", lax.cumlogsumexp, (F32, F16)),
     Case("cumsum_jnp_f32", lambda x: jnp.cumsum(x, axis=0), args(f32(4, 3)), grad=True),
+    # half-precision running sums past 2,048 (float16) / 256 (bfloat16) ones: a sum kept in the
+    # input's precision stalls there (MLX's own cumsum); XLA's reach 4,096
+    *over("cumsum_long", lambda x: (lax.cumsum(x, axis=0), lax.cumsum(x, axis=0, reverse=True)),
+          (F16, BF16), lambda dt: args(const(np.ones(4096), dt)), grad=True),
 ]
 
 SORT_CASES = [

@@ -8,6 +8,7 @@ import numpy as np
 from ...ir.ops import OpKind as K
 from ...tables import NATIVE_BACKWARD
 from .rules_conv import convolve, select_and_scatter_add
+from .rules_reduce import accumulated
 from .rules_elementwise import UNARY
 from .table import mlx_rule, out_dtype, scalar
 
@@ -230,7 +231,7 @@ def _max_pool_backward(ctx, node, x, dy):
 
 
 mlx_rule(K.CumsumBackward, claim=NATIVE_BACKWARD)(lambda ctx, node, dy: mx.cumsum(
-    dy, axis=node.attrs["axis"], reverse=not node.attrs["reverse"]))
+    accumulated(dy), axis=node.attrs["axis"], reverse=not node.attrs["reverse"]).astype(dy.dtype))
 
 
 @mlx_rule(K.GatherBackward, claim=NATIVE_BACKWARD)
