@@ -63,6 +63,10 @@ SHAPE_CASES = [
     *_shape("stack", lambda x: jnp.stack([x, 2 * x, x], axis=1), (3, 4), dtypes=(F32, I32)),
     *_shape("unstack", lambda x: jnp.unstack(x, axis=1), (3, 4), dtypes=(F32, I32)),
     Case("iota_i32", lambda: lax.iota(jnp.int32, 6), args()),
+    # a float iota past the integers its type holds (float16 above 2,048, bfloat16 above 256)
+    # is the rounded integer iota, as XLA's; counting in the float type stalls there
+    *over("iota_long", lambda x: x + lax.iota(x.dtype, 5000), (F16, BF16, F32),
+          lambda dt: args(arr(dt))),
     *over("iota_broadcasted", lambda x: x + lax.broadcasted_iota(x.dtype, (3, 4), 1),
           (F32, F16, I32, U32), lambda dt: args(arr(dt, 3, 4, lo=0))),
     Case("arange_f32", lambda x: x * jnp.arange(4, dtype=jnp.float32), args(f32(4))),

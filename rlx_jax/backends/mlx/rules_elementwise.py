@@ -7,7 +7,7 @@ import mlx.core as mx
 from ...ir.ops import OpKind as K
 from .mathfns import digamma, erfc, lgamma, population_count
 from .mathfns64 import cos64, erf64, erfc64, erfinv64, exp64, sigmoid64, sin64
-from .table import (HALF, SIGNED, TO_SIGNED, TO_UNSIGNED, UNSIGNED, bits, highest,
+from .table import (HALF, INEXACT, SIGNED, TO_SIGNED, TO_UNSIGNED, UNSIGNED, bits, highest,
                     is_float, is_inexact, lowest, mlx_rule, out_dtype, scalar, unsupported)
 
 
@@ -20,7 +20,12 @@ def _constant(ctx, node):
 def _iota(ctx, node):
     a = node.attrs
     shape, dim = a["shape"], a["dimension"]
-    r = mx.arange(shape[dim], dtype=out_dtype(node))
+    dt = out_dtype(node)
+    # a float iota is the integer iota converted, as XLA's: mx.arange counts in the float
+    # type itself and stalls where it stops holding integers (measured, mlx 0.32.4: float16
+    # at 2,048, bfloat16 at 256)
+    r = mx.arange(shape[dim], dtype=mx.int32).astype(dt) if dt in INEXACT else \
+        mx.arange(shape[dim], dtype=dt)
     view = [1] * len(shape)
     view[dim] = shape[dim]
     return mx.broadcast_to(r.reshape(view), tuple(shape))

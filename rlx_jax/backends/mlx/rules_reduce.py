@@ -6,8 +6,8 @@ import math
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
-from .table import (FLOATS, INEXACT, SIGNED, TO_SIGNED, batched_matmul, bits, full, identity,
-                    is_float, mlx_rule, out_dtype, scalar, unsupported)
+from .table import (FLOATS, HALF, INEXACT, SIGNED, TO_SIGNED, batched_matmul, bits, full,
+                    identity, is_float, mlx_rule, out_dtype, scalar, unsupported)
 
 
 def _bitwise_reduce(x, axes, fn):
@@ -84,9 +84,6 @@ def _cumulative(ctx, node, x):
     if node.kind in (K.CumMax, K.CumMin) and is_float(x):
         r = _propagate_nan(x, r, a["axis"], a["reverse"])
     return r.astype(dt) if dt != mx.bool_ else r != 0
-
-
-HALF = (mx.float16, mx.bfloat16)
 
 
 def accumulated(x, kind=K.Cumsum):
