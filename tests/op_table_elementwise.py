@@ -52,6 +52,9 @@ UNARY_CASES = [
     *_unary("cbrt", lax.cbrt, lo=-4, hi=4),
     *_unary("square", jnp.square), *_unary("square", jnp.square, dtypes=(I32,), grad=False),
     *_unary("erf", lax.erf), *_unary("erfc", lax.erfc),
+    # small arguments, which mx.erf loses (erf(1e-5) 2% low, erf(1e-8) = 0)
+    Case("erf_small_f32", lax.erf, args(const([1e-20, 1e-8, -1e-5, 1e-3, -0.1, 0.3, 0.49, 0.5,
+                                               1.5, 0.0, -0.0], F32)), atol=0, rtol=1e-6),
     *_unary("erf_inv", lax.erf_inv, lo=-0.9, hi=0.9, scale=2.0),
     *_unary("lgamma", lax.lgamma, lo=0.1, hi=5.0, scale=2.0),
     *_unary("digamma", lax.digamma, lo=0.2, hi=5.0, scale=2.0, grad=False),

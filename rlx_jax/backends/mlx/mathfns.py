@@ -59,6 +59,23 @@ _ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.2788680
          -1.13520398, 1.48851587, -0.82215223, 0.17087277)
 
 
+# erf's Maclaurin series, 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1)): seven terms leave a
+# truncation below 1e-9 relative for |x| < 0.5
+_ERF_SERIES = tuple(2.0 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
+                    for n in range(7))
+
+
+def erf(x):
+    """mx.erf, except below |x| = 0.5: the series there. mx.erf loses small arguments (measured,
+    mlx 0.32.4 CPU: erf(1e-5) 2% low, erf(1e-8) = 0, erf(-0.0) = -0.0 but erf(+0.0) = -0.0 too,
+    7.7 ulp at |x| = 0.1); it is within 4 ulp from 0.5 on, as XLA's erf is."""
+    z = x * x
+    poly = scalar(_ERF_SERIES[-1], x.dtype)
+    for c in reversed(_ERF_SERIES[:-1]):
+        poly = c + z * poly
+    return mx.where(mx.abs(x) < 0.5, x * poly, mx.erf(x))
+
+
 def erfc(x):
     """1 - erf(x) near 0; a Chebyshev fit of erfc (fractional error < 1.2e-7) elsewhere."""
     z = mx.abs(x)
@@ -68,7 +85,7 @@ def erfc(x):
         poly = c + t * poly
     tail = t * mx.exp(-z * z + poly)
     tail = mx.where(x >= 0, tail, 2.0 - tail)
-    return mx.where(z < 0.5, 1.0 - mx.erf(x), tail)
+    return mx.where(z < 0.5, 1.0 - erf(x), tail)
 
 
 def population_count(x):

@@ -5,7 +5,7 @@ import math
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
-from .mathfns import digamma, erfc, lgamma, population_count
+from .mathfns import digamma, erf, erfc, lgamma, population_count
 from .mathfns64 import cos64, erf64, erfc64, erfinv64, exp64, sigmoid64, sin64
 from .table import (HALF, INEXACT, SIGNED, TO_SIGNED, TO_UNSIGNED, UNSIGNED, bits, highest,
                     is_float, is_inexact, lowest, mlx_rule, out_dtype, scalar, unsupported)
@@ -75,11 +75,6 @@ def _gelu_tanh(x):
     return 0.5 * x * (1.0 + mx.tanh(c * (x + 0.044715 * x * x * x)))
 
 
-def _erf(x):
-    """mx.erf gives -0.0 for +0.0 (mlx 0.32); erf is odd, so erf(±0) = ±0 as in JAX."""
-    return mx.where(x == 0, x, mx.erf(x))
-
-
 UNARY = {
     "neg": mx.negative, "abs": mx.abs, "sign": _sign, "floor": mx.floor, "ceil": mx.ceil,
     "is_finite": mx.isfinite, "not": _not, "square": mx.square,
@@ -91,7 +86,7 @@ UNARY = {
         "cos": _f64(mx.cos, cos64), "tan": mx.tan, "asin": mx.arcsin, "acos": mx.arccos,
         "atan": mx.arctan, "sinh": mx.sinh, "cosh": mx.cosh, "asinh": mx.arcsinh,
         "acosh": mx.arccosh, "atanh": mx.arctanh, "sqrt": mx.sqrt, "rsqrt": mx.rsqrt,
-        "cbrt": _cbrt, "erf": _f64(_erf, erf64), "erfc": _f64(erfc, erfc64),
+        "cbrt": _cbrt, "erf": _f64(erf, erf64), "erfc": _f64(erfc, erfc64),
         "erf_inv": _f64(mx.erfinv, erfinv64), "lgamma": lgamma, "digamma": digamma,
         "gelu": _gelu, "gelu_tanh": _gelu_tanh,
         "silu": lambda x: x * (sigmoid64(x) if x.dtype == mx.float64 else mx.sigmoid(x))}.items()},
