@@ -3,9 +3,9 @@
 Argument conversion (measured with mlx 0.32.4 on Linux): an `mx.array` argument is passed through
 untouched; numpy arrays, jax arrays and Python scalars are copied into a new `mx.array` (MLX has
 no zero-copy import of foreign memory: `mx.array(np)` and `mx.from_dlpack` both copy, ~0.1 ms per
-4 MB). A jax CPU array is first viewed as numpy (`np.asarray`, zero-copy), then copied once, except a
-jax.Array that an MLX program returned (`to_jax`): it remembers its mx.array, which is passed
-as it is. Non-contiguous numpy views (reversed, strided) are made contiguous first.
+4 MB). A jax CPU array is first viewed as numpy (`np.asarray`, zero-copy), then copied once,
+except a jax.Array that an MLX program returned (`to_jax`): it remembers its mx.array, which is
+passed as it is. Non-contiguous numpy views (reversed, strided) are made contiguous first.
 Outputs (`output_converter`, the jit option `output`): jax.Arrays by default (jax_arrays.py:
 aliasing 64-byte aligned MLX buffers, one copy of others), numpy views, or the mx.arrays
 themselves (`output="native"`); feeding any of them back copies nothing.
