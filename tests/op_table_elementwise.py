@@ -130,6 +130,12 @@ BINARY_CASES = [
     *_binary("rem", lax.rem, FLOATS, lo=-5, hi=5, lo2=0.5, hi2=2.0, grad=True),
     Case("rem_f32_signs", lax.rem, args(const([5.5, -5.5, 5.5, -5.5, 0.0], F32),
                                         const([2.0, 2.0, -2.0, -2.0, 3.0], F32))),
+    # remainders far smaller than the divisor, signed zeros, NaN (fmod(0, 0)), infinities, and
+    # jnp's floor division / Python mod built on them
+    *over("rem_special", lambda x, y: (lax.rem(x, y), jnp.floor_divide(x, y),
+                                       jnp.remainder(x, y)), (F32, F16),
+          lambda dt: args(const([-1e-3, 1e-3, -0.0, 0.0, 0.0, -3e4, 7.0, INF, 5.0], dt),
+                          const([0.9999, 0.9999, 2.0, 0.0, NAN, 0.9999, INF, 3.0, -INF], dt))),
     *_binary("pow", lax.pow, FLOATS, lo=0.2, hi=3.0, lo2=-2.0, hi2=2.0, grad=True, scale=2.0),
     *_binary("max", lax.max, FLOATS + INTS, grad=True),
     *_binary("min", lax.min, FLOATS + INTS, grad=True),

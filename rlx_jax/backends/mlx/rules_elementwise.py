@@ -143,9 +143,12 @@ def _div(x, y):
 
 def _rem(x, y):
     if is_float(x):
-        r = mx.remainder(x, y)
-        fix = (r != 0) & ((r < 0) != (x < 0))            # sign of the dividend (fmod)
-        return mx.where(fix, r - y, r)
+        # fmod(x, y) = sign(x) fmod(|x|, |y|): the remainder of the magnitudes, given x's sign
+        # (mx.remainder of signed operands, Python's mod, then shifted by y, lost a remainder
+        # far smaller than y: -1e-30 mod 0.9999999 came out 0, not -1e-30)
+        r = mx.remainder(mx.abs(x), mx.abs(y))
+        negative = (x < 0) | ((x == 0) & (mx.reciprocal(x) < 0))         # -0.0 included
+        return mx.where(negative, -r, r)
     ys, zero, bad = _guard_int_div(x, y)
     r = mx.remainder(x, ys)
     if x.dtype in SIGNED:
