@@ -58,6 +58,10 @@ UNARY_CASES = [
     *_unary("erf_inv", lax.erf_inv, lo=-0.9, hi=0.9, scale=2.0),
     *_unary("lgamma", lax.lgamma, lo=0.1, hi=5.0, scale=2.0),
     *_unary("digamma", lax.digamma, lo=0.2, hi=5.0, scale=2.0, grad=False),
+    # the reflection's tiny and negative arguments, the zeros at 1 and 2, poles, infinities
+    Case("lgamma_digamma_special_f32", lambda x: (lax.lgamma(x), lax.digamma(x)),
+         args(const([-1e-30, 1e-30, -1e-5, 1.0, 2.0, -1.0, -2.5, -0.5, 0.3, -3.7, 1e30, INF, -INF,
+                     NAN, -100.25], F32)), atol=1e-5, rtol=1e-5),
     *_unary("integer_pow3", lambda x: x ** 3),
     *_unary("integer_pow_neg2", lambda x: lax.integer_pow(x, -2), lo=0.5, hi=2.0),
     *_unary("integer_pow2", lambda x: x ** 2, dtypes=(I32,), grad=False),

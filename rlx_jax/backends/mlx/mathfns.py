@@ -25,14 +25,19 @@ def _lgamma_pos(x):
 
 
 def lgamma(x):
-    """log|Γ(x)| with the reflection formula below 0.5 (inf at the poles 0, -1, ...)."""
+    """log|Γ(x)| with the reflection formula below 0.5 (inf at the poles 0, -1, ... and at
+    ±inf; exactly 0 at 1 and 2, as XLA's)."""
     small = x < 0.5
     xr = mx.where(small, 1.0 - x, x)
     pos = _lgamma_pos(xr)
     sin = sin64 if x.dtype == mx.float64 else mx.sin
-    s = mx.abs(sin(math.pi * (x - mx.floor(x))))         # |sin(pi x)|, argument reduced
+    # |sin(pi x)| from x less its nearest integer, which keeps a tiny x whole (x - floor(x)
+    # rounded -1e-30 up to 1.0: lgamma(-1e-30) came out 17.4, not 69.1)
+    s = mx.abs(sin(math.pi * (x - mx.round(x))))
     refl = math.log(math.pi) - mx.log(s) - pos
-    return mx.where(small, refl, pos)
+    r = mx.where(small, refl, pos)
+    r = mx.where((x == 1.0) | (x == 2.0), scalar(0.0, x.dtype), r)
+    return mx.where(mx.isinf(x), scalar(math.inf, x.dtype), r)
 
 
 def digamma(x):
@@ -48,7 +53,7 @@ def digamma(x):
     series = inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (
         1.0 / 240 - inv2 * (1.0 / 132)))))
     psi = mx.log(y) - 0.5 * inv - series - acc
-    frac = x - mx.floor(x)
+    frac = x - mx.round(x)                   # tan(pi x) from x less its nearest integer
     refl = psi - math.pi / mx.tan(math.pi * frac)
     r = mx.where(small, refl, psi)
     pole = (x <= 0) & (frac == 0)
