@@ -4,6 +4,7 @@ import math
 
 import mlx.core as mx
 
+from ..mathconsts import ERFC_CHEBYSHEV
 from .mathfns64 import sin64
 from .table import SIGNED, TO_UNSIGNED, bits, scalar
 
@@ -60,10 +61,6 @@ def digamma(x):
     return mx.where(pole, scalar(float("nan"), x.dtype), r)
 
 
-_ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
-         -1.13520398, 1.48851587, -0.82215223, 0.17087277)
-
-
 # erf's Maclaurin series, 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1)): seven terms leave a
 # truncation below 1e-9 relative for |x| < 0.5
 _ERF_SERIES = tuple(2.0 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
@@ -85,8 +82,8 @@ def erfc(x):
     """1 - erf(x) near 0; a Chebyshev fit of erfc (fractional error < 1.2e-7) elsewhere."""
     z = mx.abs(x)
     t = 1.0 / (1.0 + 0.5 * z)
-    poly = scalar(_ERFC[-1], x.dtype)
-    for c in reversed(_ERFC[:-1]):
+    poly = scalar(ERFC_CHEBYSHEV[-1], x.dtype)
+    for c in reversed(ERFC_CHEBYSHEV[:-1]):
         poly = c + t * poly
     tail = t * mx.exp(-z * z + poly)
     tail = mx.where(x >= 0, tail, 2.0 - tail)

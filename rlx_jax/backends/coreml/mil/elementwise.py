@@ -165,7 +165,6 @@ COMPOSED_UNARY = {
                                             a=ctx.like(0, x), b=x),
     "is_finite": lambda ctx, n, x: ctx.mb.less_equal(
         x=ctx.mb.abs(x=x), y=ctx.like(np.finfo(ctx.np_dtype(x)).max, x)),
-    "erfc": lambda ctx, n, x: ctx.mb.sub(x=ctx.like(1, x), y=ctx.mb.erf(x=x)),
     "cbrt": lambda ctx, n, x: ctx.mb.mul(x=_sign(ctx, x), y=ctx.mb.pow(
         x=ctx.mb.abs(x=x), y=ctx.like(1.0 / 3.0, x))),
     "asinh": lambda ctx, n, x: _asinh(ctx, x),

@@ -1,5 +1,5 @@
 """Special functions MIL has no op for, composed from MIL elementwise ops: erf_inv, lgamma and
-digamma (Activation fns, registered in UNARY_FNS for the Activation rule of
+digamma, and erfc (Activation fns, registered in UNARY_FNS for the Activation rule of
 mil/elementwise.py).
 
 Each is the expansion XLA gives the function on CPU (what JAX computes), step for step:
@@ -12,12 +12,14 @@ Each is the expansion XLA gives the function on CPU (what JAX computes), step fo
 - digamma: the derivative of the same Lanczos sum for x >= 0.5, and the reflection formula
   digamma(1 - x) - pi cot(pi x) below, with x shifted into [-1/2, 1/2] first; NaN at the poles
   0, -1, ... and at -inf.
+- erfc: 1 - erf(x) below |x| = 1/2, a Chebyshev fit of the tail above (mathconsts.py).
 float16 operands are computed in float32 and the result cast back, as XLA does.
 """
 import math
 
 import numpy as np
 
+from ...mathconsts import ERFC_CHEBYSHEV
 from .elementwise import log1p
 from .table import unary_fn
 
@@ -96,6 +98,18 @@ def _erf_inv(f, x):
     return f.sel(at_one, f.mul(x, f.c(np.inf)), f.mul(p, x))
 
 
+def _erfc(f, x):
+    """1 - erf(x) below |x| = 1/2; above, the Chebyshev fit t exp(-z^2 + P(t)), t = 1 / (1 +
+    z/2), z = |x| (fractional error < 1.2e-7), 2 minus it for x < 0. 1 - erf(x) alone loses
+    the tail: 0 from x = 4 on, where erfc(4) = 1.5e-8."""
+    z = f.mb.abs(x=x)
+    t = f.div(f.c(1.0), f.add(f.c(1.0), f.mul(z, f.c(0.5))))
+    poly = _horner(f, t, ERFC_CHEBYSHEV[::-1])
+    tail = f.mul(t, f.mb.exp(x=f.sub(poly, f.mul(z, z))))
+    tail = f.sel(f.lt(x, f.c(0.0)), f.sub(f.c(2.0), tail), tail)
+    return f.sel(f.lt(z, f.c(0.5)), f.sub(f.c(1.0), f.mb.erf(x=x)), tail)
+
+
 def _horner(f, s, coeffs):
     p = f.c(coeffs[0])
     for coeff in coeffs[1:]:
@@ -156,5 +170,6 @@ def _digamma(f, x):
 
 
 unary_fn("erf_inv")(_in_f32(_erf_inv))
+unary_fn("erfc")(_in_f32(_erfc))
 unary_fn("lgamma")(_in_f32(_lgamma))
 unary_fn("digamma")(_in_f32(_digamma))
