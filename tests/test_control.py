@@ -128,6 +128,23 @@ def test_while_loop_forward_mode(backend, options):
 
 
 @configs
+def test_scan_over_bool_xs_and_ys(backend, options):
+    """bool slices in and out of a scan (the residual masks of jax.grad of a custom_jvp relu
+    scanned under vmap: JAX's test_hard_stuff3; MIL's gather takes no bool)."""
+    def f(x, mask):
+        def body(c, m):
+            c = jnp.where(m, c + 1.0, c * 0.5)
+            return c, (m & (c > 1.0), c)
+        return lax.scan(body, x, mask)
+    mask = np.array([[True, False, True], [False, False, True], [True, True, False]] * 2)
+    x = np.array([0.5, 2.0, -1.0], np.float32)
+    got, want = rlx_jax.jit(f, backend=backend, **options)(x, mask), jax.jit(f)(x, mask)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@configs
 def test_zero_length_scan_and_pytree_carry(backend, options):
     def f(xs):
         (a, b), ys = lax.scan(lambda c, x: ((c[0] + x, c[1] * 2), c[0] * 3), (jnp.ones(3), 1.0),

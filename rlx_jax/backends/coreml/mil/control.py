@@ -158,7 +158,10 @@ def _scan(ctx, node, *operands):
     nconst, ncarry = node.attrs["num_consts"], node.attrs["num_carry"]
     consts = operands[:nconst]
     init = operands[nconst:nconst + ncarry]
-    xs = operands[nconst + ncarry:]
+    # bool xs are sliced as int32 (MIL's gather takes no bool), each slice cast back
+    xs_bool = [v.dtype == np.bool_ for v in node.inputs[nconst + ncarry:]]
+    xs = [mb.cast(x=x, dtype="int32") if b else x
+          for x, b in zip(operands[nconst + ncarry:], xs_bool)]
     ys = node.outputs[ncarry:]
     _no_empty(node)                     # zero-length scans are folded first (passes/empty_control.py)
     is_bool = [y.dtype == np.bool_ for y in ys]
@@ -170,6 +173,7 @@ def _scan(ctx, node, *operands):
         carry, buffers = state[:ncarry], state[ncarry:]
         pos = mb.sub(x=np.int32(length - 1), y=i) if reverse else i
         slices = [mb.gather(x=x, indices=pos, axis=0) for x in xs]
+        slices = [mb.cast(x=v, dtype="bool") if b else v for v, b in zip(slices, xs_bool)]
         outs = _not_constant(ctx, _region(ctx, body, (*consts, *carry, *slices)), i)
         at = mb.reshape(x=pos, shape=np.ones((2,), np.int32)) if buffers else None
         new = []
