@@ -138,11 +138,11 @@ class RlxFunction:
         self.calls += 1
         return outs
 
-    def derive(self, key, build, tag=()):
-        d = self._derived.get(key + tag)
+    def derive(self, key, build):
+        d = self._derived.get(key)
         if d is None:
             flat, name, linear = build()
-            d = self._derived[key + tag] = RlxFunction(flat, name, self._make_jitted, linear)
+            d = self._derived[key] = RlxFunction(flat, name, self._make_jitted, linear)
         return d
 
     # ---- the transformations ----
@@ -151,14 +151,11 @@ class RlxFunction:
         linearization for a VJP), the map is transposed from `jax.vjp` of the function rather
         than from this JVP, which a function JAX differentiates in reverse only (a custom_vjp
         under jax_custom_vjp3) does not have."""
+        d = self.derive(("jvp", nonzero, float_out, reverse),
+                        lambda: self._jvp_build(nonzero, float_out))
         if reverse:
-            d = self.derive(("jvp", nonzero, float_out), lambda: self._jvp_build(nonzero,
-                                                                                  float_out),
-                            ("reverse",))
             d.transposed_by = (self, nonzero, float_out)
-            return d
-        return self.derive(("jvp", nonzero, float_out),
-                           lambda: self._jvp_build(nonzero, float_out))
+        return d
 
     def _vjp_transposed(self, nonzero, float_out, undefined):
         """(primals, cotangents of the float outputs) -> cotangents of the tangent inputs that

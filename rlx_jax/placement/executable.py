@@ -57,6 +57,9 @@ class PartitionedExecutable(Executable):
         self.output = output
         self._convert = backend.output_converter(output)
         self._held = None           # per output: can the device backend's array form hold it
+        # outputs that are arguments returned as they are: copied, as jax.jit's results never
+        # share an argument's buffer
+        self._passed = [i for i, v in enumerate(graph.outputs) if v.node.kind is OpKind.Input]
 
     @property
     def runtime(self):
@@ -116,9 +119,8 @@ class PartitionedExecutable(Executable):
         if self._convert is not None and native:
             for i, o in zip(native, self._convert([outs[i] for i in native])):
                 outs[i] = o
-        for i, v in enumerate(self.placement.graph.outputs):
-            if v.node.kind is OpKind.Input:      # an argument returned as it is: a copy, as
-                outs[i] = _fresh(outs[i])        # jax.jit's results never share its buffer
+        for i in self._passed:
+            outs[i] = _fresh(outs[i])
         return outs
 
 
