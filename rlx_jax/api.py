@@ -12,7 +12,7 @@ import time
 import jax
 
 from . import options as _options
-from . import distributed, interop, nesting, stages
+from . import distributed, interop, nesting, stages, symbolic
 from . import jax_internals
 from .arguments import (FAST_SIGNATURES, PLAIN_ARRAY_TYPES, TracedArgument, function_name,
                         static_args, key_boundary, leaf_names, leaf_signature, out_specs,
@@ -67,6 +67,9 @@ class Jitted:
         self._method = None
         self._last = None                 # _remember's (count, checks, trace context, Compiled)
         self.trace_count = 0
+        shapes = self.options.get("polymorphic_shapes")
+        self._poly = None if shapes is None else symbolic.Polymorphic(
+            shapes, self.options.get("polymorphic_constraints"))
 
     def __get__(self, obj, objtype=None):
         """`@jit` on a method: the instance is the first argument, static (hashed with its
@@ -212,7 +215,15 @@ class Jitted:
         return stages.Traced(traced[0], traced[1], lambda: self._lower(key, args, kwargs, traced))
 
     def lower(self, *args, **kwargs):
-        return self._lower(self._static_key(args, kwargs), args, kwargs)
+        """The Lowered of a call; with jax.ShapeDtypeStructs of symbolic shape (jax.export's),
+        a symbolic.SymbolicLowered serving every size."""
+        key = self._static_key(args, kwargs)
+        if symbolic.is_symbolic_call(key):
+            return symbolic.SymbolicLowered(self, key,
+                                            symbolic.trace_symbolic(self, key, args, kwargs))
+        if self._poly is not None:
+            return symbolic.lowered_at(self, key, args, kwargs)
+        return self._lower(key, args, kwargs)
 
     def _static_key(self, args, kwargs):
         try:
@@ -289,7 +300,10 @@ class Jitted:
         """The Compiled of `key`, made once (under the lock) and cached."""
         with self._lock:
             compiled = self._cache.get(key)
-            if compiled is None:
+            if compiled is None and self._poly is not None:
+                compiled = self._cache[key] = symbolic.lowered_at(
+                    self, key, args, kwargs).compile()
+            elif compiled is None:
                 compiled = self._lower(key, args, kwargs).compile()
                 self._cache[key] = compiled
                 if self._direct is None and self.backend_name != "auto":

@@ -50,3 +50,15 @@ class BackendUnavailableError(RlxError):
 class UnsupportedTransformationError(RlxError):
     """`Jitted.lower` / `Jitted.trace` was called on JAX tracers (inside jax.grad, jax.vmap,
     jax.jit, ...); calling the function itself there works (it binds rlx_call)."""
+
+
+class ShapeConstraintError(RlxError, ValueError):
+    """A call's argument shapes do not fit the function's symbolic shapes: a dimension breaks
+    a declared constraint, two arguments disagree on one symbol, or a fixed dimension differs.
+    Raised before anything runs, naming the symbol, the values and the constraint."""
+
+
+class SymbolicShapeError(RlxError):
+    """A program traced with symbolic dimensions cannot be kept symbolic where it is asked to
+    be: JAX cannot decide a shape relation the program needs (e.g. that `t` is even for a
+    reshape), or an op or backend needs a dimension's value; names the op, its line and why."""

@@ -28,6 +28,7 @@ LOCATIONS = {
     "ad": ("jax._src.interpreters.ad",),       # primitive_linearizations (interop.py)
     "mlir": ("jax._src.interpreters.mlir",),   # register_lowering: tests' own primitives
     "pjit": ("jax._src.pjit",),
+    "shape_poly": ("jax._src.export.shape_poly",),   # symbolic dimensions (ir/dims.py)
     "lax": ("jax._src.lax.lax",),     # weak types of traced results (backends/xla/direct.py)
     # batched_device_put (jax_arrays.py)
     "xla_client": ("jaxlib.xla_client", "jax._src.lib.xla_client"),

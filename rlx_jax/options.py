@@ -45,6 +45,9 @@ COMMON = {
     "keep_unused": lambda v: isinstance(v, bool),
     "inline": lambda v: isinstance(v, bool),
     "axis_name": lambda v: v is None or isinstance(v, str),
+    "polymorphic_shapes": lambda v: v is None or isinstance(v, str) or (
+        isinstance(v, (tuple, list)) and all(i is None or isinstance(i, str) for i in v)),
+    "polymorphic_constraints": _names,
 }
 COMMON_DOC = {"output": f"one of {list(OUTPUTS)}", "native_backward": "True or False",
               "fallback": f"one of {list(FALLBACKS)}", "recognize": "True or False",
@@ -52,7 +55,10 @@ COMMON_DOC = {"output": f"one of {list(OUTPUTS)}", "native_backward": "True or F
               "donate_argnames": "a str or a tuple of strs",
               "keep_unused": "True or False", "inline": "True or False",
               "axis_name": "None or one axis name (a str): the named axis spanning the "
-                           "processes of rlx_jax.distributed.initialize()"}
+                           "processes of rlx_jax.distributed.initialize()",
+              "polymorphic_shapes": "None, a shape string such as 'b, t, 16' for every "
+                                    "argument, or one string (or None) per positional argument",
+              "polymorphic_constraints": "a str or a tuple of strs such as 't <= 512'"}
 JIT_KEYWORDS = ("backend", "static_argnums", "static_argnames")
 DEFAULT_OUTPUT = "jax"
 JAX_PLATFORMS = ("cpu", "gpu", "tpu", "cuda", "rocm", "metal")

@@ -1,11 +1,13 @@
-"""The RLX IR: values with static shape and dtype, nodes, graphs, a builder, a verifier, a printer."""
+"""The RLX IR: values with a shape (ints, or jax.export's symbolic dimensions: ir/dims.py) and a
+dtype, nodes, graphs, a builder, a verifier, a printer."""
 import itertools
 
 import numpy as np
 
-from ..errors import IRTypeError
+from ..errors import IRTypeError, SymbolicShapeError
 from .ops import OpKind
 from . import prng
+from .dims import shape_of, symbolic_shape
 
 _ids = itertools.count()
 
@@ -20,12 +22,12 @@ def dtype_name(dt):
 
 
 class Value:
-    """One SSA value: static shape, dtype, and the node that produced it."""
+    """One SSA value: shape (ints or symbolic dimensions), dtype, and the node producing it."""
     __slots__ = ("id", "shape", "dtype", "node", "index")
 
     def __init__(self, shape, dtype, node=None, index=0):
         self.id = next(_ids)
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = shape_of(shape)
         self.dtype = np.dtype(dtype)
         self.node = node
         self.index = index
@@ -44,6 +46,8 @@ class Value:
 
     @property
     def size(self):
+        if symbolic_shape(self.shape):
+            return _symbolic_size(self.shape)
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
@@ -55,6 +59,13 @@ class Value:
 
     def __repr__(self):
         return f"Value#{self.id}:{self.type_str()}"
+
+
+def _symbolic_size(shape):
+    size = 1
+    for d in shape:
+        size = size * d
+    return size
 
 
 def _fmt_attr(v):
@@ -266,10 +277,19 @@ class Builder:
         return self.add(OpKind.Cast, (x,), {"dtype": dtype}, out=[(x.shape, dtype)])
 
     def reshape(self, x, shape):
-        shape = tuple(int(d) for d in shape)
+        shape = shape_of(shape)
         if shape == x.shape:
             return x
-        if int(np.prod(shape, dtype=np.int64)) != x.size or min(shape, default=0) < 0:
+        size = _symbolic_size(shape) if symbolic_shape(shape) else int(
+            np.prod(shape, dtype=np.int64))
+        if size != x.size or any(d < 0 for d in shape):
+            if symbolic_shape(shape) or symbolic_shape(x.shape):
+                raise SymbolicShapeError(
+                    f"reshape of {x.type_str()} to [{', '.join(map(str, shape))}] needs "
+                    f"{x.size} == {size}, which JAX cannot prove for every size of the "
+                    f"symbolic dimensions (it holds for some only); declare the dimension so "
+                    f"that it does (e.g. '2*k' instead of 't' when t must be even) or give it "
+                    f"a static size")
             raise IRTypeError(f"cannot reshape {x.type_str()} to {list(shape)}")
         return self.add(OpKind.Reshape, (x,), {"shape": shape}, out=[(shape, x.dtype)])
 
@@ -284,7 +304,7 @@ class Builder:
 
     def expand(self, x, shape, dims=None):
         """Broadcast `x` to `shape`; `dims` maps x's axes to output axes (default: trailing)."""
-        shape = tuple(int(d) for d in shape)
+        shape = shape_of(shape)
         if dims is None:
             dims = tuple(range(len(shape) - x.ndim, len(shape)))
         dims = tuple(int(d) for d in dims)

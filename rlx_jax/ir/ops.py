@@ -132,6 +132,9 @@ class OpKind(enum.Enum):
     AdamUpdate = "AdamUpdate"
     # a JAX primitive with no RLX kind yet, kept as it is: it runs as JAX, on the host
     HostPrimitive = "HostPrimitive"
+    # a symbolic dimension's value as data (jax's dim_as_value, e.g. jnp.mean's divisor over a
+    # symbolic axis): only in graphs with symbolic shapes; ir/instantiate.py makes it a Constant
+    DimSize = "DimSize"
 
 
 EXTENSIONS = frozenset({
@@ -142,7 +145,7 @@ EXTENSIONS = frozenset({
     OpKind.RandomSplit, OpKind.RandomFoldIn, OpKind.RandomGamma, OpKind.ThreeFry2x32,
     OpKind.Lu, OpKind.LuPivotsToPermutation, OpKind.Eig, OpKind.Complex, OpKind.Real,
     OpKind.Imag, OpKind.AllReduce, OpKind.AllGather, OpKind.ReduceScatter, OpKind.AxisIndex,
-    OpKind.Ppermute,
+    OpKind.Ppermute, OpKind.DimSize,
 })
 
 # Collectives (rlx_jax extensions): every one carries attrs axis_name and axis_size (the group

@@ -137,6 +137,9 @@ REACHED = {
     K.AxisIndex: ("axis_index", ""),
     K.Ppermute: ("ppermute", ""),
     K.AdamUpdate: ("", "optax's `adam` / `adamw` update, recognized (passes/recognize_optim.py)"),
+    K.DimSize: ("dim_as_value", "a symbolic dimension's size used as data (`jnp.mean` over a "
+                "symbolic axis) with `polymorphic_shapes`; instantiated as a Constant before "
+                "any backend sees it"),
     K.HostPrimitive: ("", "any JAX primitive with no rule and no effects, with "
                       "`fallback=\"host\"`"),
 }

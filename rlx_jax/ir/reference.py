@@ -24,6 +24,7 @@ from .ops import OpKind as K
 
 REFERENCE, reference = rule_table("REFERENCE")
 _wr = module("windowed_reductions")
+_core = module("core")
 
 
 def evaluate(node, *operands):
@@ -135,6 +136,7 @@ reference(K.Cast)(lambda x, *, dtype: lax.convert_element_type(x, dtype))
 reference(K.Bitcast)(lambda x, *, dtype: lax.bitcast_convert_type(x, dtype))
 reference(K.ReducePrecision)(lambda x, *, exponent_bits, mantissa_bits: lax.reduce_precision(
     x, exponent_bits, mantissa_bits))
+reference(K.DimSize)(lambda *, dim, dtype: jnp.asarray(_core.dimension_as_value(dim), dtype))
 reference(K.Iota)(lambda *, dtype, shape, dimension: lax.broadcasted_iota(dtype, shape, dimension))
 
 # ---- contraction, reductions, scans, sorting ----
@@ -252,7 +254,10 @@ def scan(*operands, regions, length, reverse, num_consts, num_carry, unroll=1):
     def step(carry, x):
         out = body(*consts, *carry, *x)
         return out[:num_carry], out[num_carry:]
-    carry, ys = lax.scan(step, init, xs, length=length, reverse=reverse, unroll=unroll)
+    # with xs, their leading axis is the length (a symbolic one included: lax.scan takes only
+    # an int `length`)
+    carry, ys = lax.scan(step, init, xs, length=None if xs else length, reverse=reverse,
+                         unroll=unroll)
     return (*carry, *ys)
 
 

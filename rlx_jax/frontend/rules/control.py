@@ -12,6 +12,7 @@ import numpy as np
 from jax import lax
 
 from ...errors import UnsupportedPrimitiveError
+from ...ir.dims import dim
 from ...ir.ops import OpKind
 from . import jaxpr_rule
 
@@ -59,7 +60,7 @@ def _while(ctx, *operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
 
 @jaxpr_rule("scan")
 def _scan(ctx, *operands, jaxpr, length, reverse, num_consts, num_carry, unroll=1, **params):
-    return ctx.emit(OpKind.Scan, operands, regions=[ctx.region(jaxpr)], length=int(length),
+    return ctx.emit(OpKind.Scan, operands, regions=[ctx.region(jaxpr)], length=dim(length),
                     reverse=bool(reverse), num_consts=int(num_consts), num_carry=int(num_carry),
                     unroll=unroll if isinstance(unroll, bool) else int(unroll))
 

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ...ir.dims import dim
 from ...ir.ops import OpKind as K
 from . import jaxpr_rule
 
@@ -37,7 +38,7 @@ jaxpr_rule("dynamic_update_slice")(lambda ctx, x, upd, *starts: ctx.emit(
 def _gather(ctx, x, idx, *, dimension_numbers, slice_sizes, indices_are_sorted, unique_indices,
             mode, fill_value):
     return ctx.emit(K.Gather, (x, idx), dimension_numbers=_dn(dimension_numbers),
-                    slice_sizes=tuple(int(s) for s in slice_sizes),
+                    slice_sizes=tuple(dim(s) for s in slice_sizes),
                     mode=_mode(mode, _GATHER_MODE),
                     fill_value=fill_value, indices_are_sorted=bool(indices_are_sorted),
                     unique_indices=bool(unique_indices))

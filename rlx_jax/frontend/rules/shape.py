@@ -1,6 +1,7 @@
 """Shape and data-movement primitives."""
 import numpy as np
 
+from ...ir.dims import dim
 from ...ir.ops import OpKind as K
 from . import jaxpr_rule
 
@@ -30,21 +31,21 @@ jaxpr_rule("rev")(lambda ctx, x, *, dimensions: ctx.emit(
 jaxpr_rule("concatenate")(lambda ctx, *xs, dimension: ctx.emit(
     K.Concat, xs, axis=int(dimension)))
 jaxpr_rule("pad")(lambda ctx, x, v, *, padding_config: ctx.emit(
-    K.Pad, (x, v), config=tuple(tuple(int(i) for i in c) for c in padding_config)))
+    K.Pad, (x, v), config=tuple(tuple(dim(i) for i in c) for c in padding_config)))
 
 
 @jaxpr_rule("slice")
 def _slice(ctx, x, *, start_indices, limit_indices, strides):
     strides = tuple(int(s) for s in strides) if strides else (1,) * x.ndim
-    return ctx.emit(K.Slice, (x,), start=tuple(int(i) for i in start_indices),
-                    limit=tuple(int(i) for i in limit_indices), strides=strides)
+    return ctx.emit(K.Slice, (x,), start=tuple(dim(i) for i in start_indices),
+                    limit=tuple(dim(i) for i in limit_indices), strides=strides)
 
 
 @jaxpr_rule("tile")
 def _tile(ctx, x, *, reps):
     """tile = broadcast to [r0, d0, r1, d1, ...] then merge each pair."""
     b = ctx.b
-    reps = tuple(int(r) for r in reps)
+    reps = tuple(dim(r) for r in reps)
     big = [v for r, d in zip(reps, x.shape) for v in (r, d)]
     y = b.expand(x, big, tuple(range(1, 2 * x.ndim, 2)))
     return b.reshape(y, ctx.out_avals[0][0])
@@ -55,11 +56,11 @@ def _split(ctx, x, *, sizes, axis):
     b, outs, start = ctx.b, [], 0
     for s in sizes:
         lo, hi = [0] * x.ndim, list(x.shape)
-        lo[axis], hi[axis] = start, start + int(s)
+        lo[axis], hi[axis] = start, start + dim(s)
         outs.append(b.add(K.Slice, (x,), {"start": tuple(lo), "limit": tuple(hi),
                                           "strides": (1,) * x.ndim},
                           out=[(tuple(h - l for l, h in zip(lo, hi)), x.dtype)]))
-        start += int(s)
+        start += dim(s)
     return outs
 
 
@@ -86,8 +87,14 @@ def _unstack(ctx, x, *, axis):
 
 @jaxpr_rule("iota")
 def _iota(ctx, *dyn, dtype, shape, dimension, **params):
-    return ctx.emit(K.Iota, (), dtype=np.dtype(dtype), shape=tuple(int(s) for s in shape),
+    return ctx.emit(K.Iota, (), dtype=np.dtype(dtype), shape=tuple(dim(s) for s in shape),
                     dimension=int(dimension))
+
+
+@jaxpr_rule("dim_as_value")
+def _dim_as_value(ctx, *, dim):
+    """A symbolic dimension's value as data (jnp.mean over a symbolic axis divides by it)."""
+    return ctx.emit(K.DimSize, (), dim=dim, dtype=np.dtype(ctx.out_avals[0][1]))
 
 
 @jaxpr_rule("empty2", "empty")
