@@ -231,15 +231,19 @@ class Jitted:
         except TracedArgument as e:
             nesting.refuse(self.__name__, self.backend_name, e.args[0])
 
-    def _lower(self, key, args, kwargs, traced=None):
+    def _lower(self, key, args, kwargs, traced=None, placed=None):
+        """The Lowered of a call: traced (or `traced`: the _trace tuple), recognized and
+        placed; or with `placed` (a Placement of `traced`'s graph, already legalized), as
+        it is."""
         closed, graph, out_tree, timings, keys = traced or self._trace(key, args, kwargs)
-        if self.options.get("recognize", True):
+        if placed is None and self.options.get("recognize", True):
             t0 = time.perf_counter()
             graph = recognize(graph)
             timings["recognize"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        placed = self._place(graph)
-        timings["legalize"] = time.perf_counter() - t0
+        if placed is None:
+            t0 = time.perf_counter()
+            placed = self._place(graph)
+            timings["legalize"] = time.perf_counter() - t0
         opts = self._backend_options()
         opts["output"] = self.options.get("output", _options.DEFAULT_OUTPUT)
         lowered = Lowered(graph, placed, opts, key[0], out_tree, timings, self.__name__, keys,
@@ -301,8 +305,7 @@ class Jitted:
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is None and self._poly is not None:
-                compiled = self._cache[key] = symbolic.lowered_at(
-                    self, key, args, kwargs).compile()
+                compiled = self._cache[key] = symbolic.compiled_at(self, key, args, kwargs)
             elif compiled is None:
                 compiled = self._lower(key, args, kwargs).compile()
                 self._cache[key] = compiled

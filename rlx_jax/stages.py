@@ -26,7 +26,15 @@ class Traced:
     def __init__(self, jaxpr, graph, lower):
         self.jaxpr, self.graph, self._lower = jaxpr, graph, lower
 
-    def lower(self):
+    def lower(self, **jax_keywords):
+        """The Lowered; JAX's lowering keywords (jax.export passes `lowering_platforms=`, ...)
+        ask for StableHLO, which rlx_jax does not make: refused, saying what does."""
+        if jax_keywords:
+            raise BadArgumentError(
+                f"Traced.lower({', '.join(sorted(jax_keywords))}=...): these are JAX's lowering "
+                f"keywords (jax.export serializes StableHLO; rlx_jax compiles without XLA and "
+                f"makes none): export with jax.export.export(jax.jit(f)), or save a Core ML "
+                f"package with rlx_jax.export_coreml(f, *args) (symbolic shapes included)")
         return self._lower()
 
     def as_text(self):

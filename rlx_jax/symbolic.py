@@ -16,7 +16,8 @@ import time
 
 import jax
 
-from .errors import BadArgumentError, RlxError, ShapeConstraintError, SymbolicShapeError
+from .errors import (BadArgumentError, RefusalError, RlxError, ShapeConstraintError,
+                     SymbolicShapeError)
 from .ir import dims
 from .ir.instantiate import bind, instantiate
 
@@ -36,6 +37,7 @@ class Polymorphic:
         except Exception as e:  # noqa: BLE001 - jax.export's parse error, retyped
             raise BadArgumentError(f"polymorphic_constraints={constraints!r}: {e}") from None
         self.programs = {}
+        self.prepared = {}        # symbolic signature -> Prepared (compiled_at)
 
     def specs(self, jitted, args, kwargs):
         """The symbolic ShapeDtypeStructs of the dynamic leaves of one call, in leaf order."""
@@ -102,6 +104,90 @@ def lowered_at(jitted, key, args, kwargs):
     return lowered_from(jitted, key, traced, env)
 
 
+def compiled_at(jitted, key, args, kwargs):
+    """The Compiled of one concrete call of a polymorphic Jitted. The symbolic graph is
+    recognized and legalized once per symbolic signature; on a backend whose programs keep
+    dimensions symbolic (Core ML), one program then serves every size when the whole graph
+    lowers; otherwise each size instantiates the legalized graph, places and lowers it.
+    `Prepared.reason` says why a signature has no one program."""
+    poly = jitted._poly
+    if jitted.backend_name == "auto":          # the backend is chosen per program
+        return lowered_at(jitted, key, args, kwargs).compile()
+    specs = poly.specs(jitted, args, kwargs)
+    skey = symbolic_key(key, specs)
+    env = bind([tuple(s.shape) for s in specs], [s for s, _, _ in key[1]],
+               leaf_labels(jitted, args, kwargs), poly.scope._explicit_constraints)
+    prepared = poly.prepared.get(skey)
+    if prepared is None:
+        traced = poly.programs.get(skey)
+        if traced is None:
+            traced = poly.programs[skey] = trace_symbolic(jitted, skey, args, kwargs)
+        prepared = poly.prepared[skey] = Prepared(jitted, skey, traced)
+    return prepared.compiled(key, env)
+
+
+class Prepared:
+    """A symbolic signature's graph recognized and legalized once (`legal`: its Lowered, or
+    None when legalization needs sizes), and on a backend with symbolic programs its one
+    Compiled (`flexible`); `reason` says why there is no one program (None when there is)."""
+
+    def __init__(self, jitted, skey, traced):
+        from .backends.base import get_backend
+        self.jitted, self.traced = jitted, traced
+        self.legal = self.flexible = None
+        t0 = time.perf_counter()
+        try:
+            self.legal = SymbolicLowered(jitted, skey, traced).placed()
+        except (SymbolicShapeError, dims.InconclusiveDimensionOperation) as e:
+            self.reason = f"legalization needs sizes: {str(e).splitlines()[0]}"
+            return
+        self.seconds = time.perf_counter() - t0
+        self.reason = "the backend compiles a program per size"
+        if get_backend(jitted.backend_name).symbolic_programs:
+            self._flexible()
+
+    def _flexible(self):
+        placed = self.legal.placement()
+        if not placed.device_only:
+            ops = sorted(set(placed.host.values()))
+            self.reason = f"some ops need the host or static sizes: {'; '.join(ops)[:300]}"
+            return
+        try:
+            self.flexible = self.legal.compile()
+            self.reason = None
+        except RefusalError as e:     # e.g. a symbol with no upper bound (Core ML's rule)
+            self.reason = str(e).splitlines()[0]
+
+    def compiled(self, key, env):
+        if self.flexible is not None:
+            return self.flexible
+        if self.legal is None:
+            return lowered_from(self.jitted, key, self.traced, env).compile()
+        from .placement.plan import plan
+        from .backends.base import kept_kinds
+        jitted, legal = self.jitted, self.legal
+        t0 = time.perf_counter()
+        static = instantiate(legal.legalized, env)
+        backend = legal.backend
+        keep = kept_kinds(backend, jitted.options.get("native_backward", True))
+        placed = plan(static, backend, keep, jitted.options.get("fallback", "host"),
+                      jitted._backend_options())
+        closed, graph, out_tree, timings, keys = self.traced
+        timings = {"make_jaxpr": 0.0, "frontend": 0.0,
+                   "instantiate": time.perf_counter() - t0}
+        return jitted._lower(key, None, None, (closed, instantiate(graph, env), out_tree,
+                                               timings, keys), placed=placed).compile()
+
+
+def flexible_reason(jitted, *args, **kwargs):
+    """None when calls of `jitted` with arguments shaped like these share one program for
+    every size; else why each size is compiled apart."""
+    poly = jitted._poly
+    key = jitted._key(args, kwargs)[0]
+    prepared = poly.prepared.get(symbolic_key(key, poly.specs(jitted, args, kwargs)))
+    return "not compiled yet" if prepared is None else prepared.reason
+
+
 def lowered_from(jitted, key, traced, env):
     closed, graph, out_tree, timings, keys = traced
     t0 = time.perf_counter()
@@ -154,6 +240,15 @@ class SymbolicLowered:
 
     def compile(self):
         return SymbolicCompiled(self)
+
+    def placed(self):
+        """The backend's Lowered of the symbolic graph itself (no size fixed): what a backend
+        that keeps dimensions symbolic in its program lowers (export_coreml's flexible
+        inputs). An op whose lowering needs a size is placed on the host with its reason."""
+        jitted = self._jitted
+        closed, graph, out_tree, timings, keys = self._traced
+        return jitted._lower(self._key, None, None, (closed, graph, out_tree, dict(timings),
+                                                     keys))
 
 
 class SymbolicCompiled:

@@ -136,7 +136,8 @@ def test_a_relation_jax_cannot_prove_is_refused_at_trace_naming_the_line():
     # declared even, it holds for every size
     g = rlx_jax.jit(halves, backend="xla", polymorphic_shapes="b, 2*k")
     _close(g(np.ones((2, 6), np.float32)), halves(np.ones((2, 6), np.float32)), 0)
-    with pytest.raises(ShapeConstraintError, match=r"shape\[1\] is 7, and '2\*k' is not 7 for any whole k"):
+    with pytest.raises(ShapeConstraintError,
+                       match=r"shape\[1\] is 7, and '2\*k' is not 7 for any whole k"):
         g(np.ones((2, 7), np.float32))
 
 
@@ -157,3 +158,15 @@ def test_bad_polymorphic_options_are_refused():
     f = rlx_jax.jit(_add, backend="xla", polymorphic_shapes=["b"])
     with pytest.raises(BadArgumentError, match="1 entries for 2 positional arguments"):
         f(np.ones(2), np.ones(2))
+
+
+def test_shape_as_value_of_a_symbolic_shape(backend):
+    """JAX's test_shape_as_value_handles_polymorphic_shapes, through polymorphic_shapes."""
+    def f(x):
+        return jax.lax.shape_as_value(x.shape)
+    jf = rlx_jax.jit(f, backend=backend, polymorphic_shapes="a, b")
+    for shape in [(1, 2), (3, 4)]:
+        got = jf(np.ones(shape, np.float32))
+        np.testing.assert_array_equal(got, np.asarray(shape))
+        assert got.dtype == f(np.ones(shape, np.float32)).dtype
+    assert jf.trace_count == 1

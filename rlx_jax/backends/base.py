@@ -53,6 +53,9 @@ class Backend:
     name = None
     REWRITTEN_OPS = frozenset()          # kinds no rule lowers that `prepare` rewrites
     options = ()                         # the jit options of this backend alone
+    # whether `lower` takes graphs with symbolic dimensions, giving one program for every size
+    # (Core ML's flexible inputs); other backends get each size's instantiated graph
+    symbolic_programs = False
 
     def _claimed(self, claim):
         if not self.available():

@@ -15,6 +15,7 @@ jax_api = jax_module("api")
 
 _ORIGINAL = {"jax": jax.jit, "api": jax_api.jit}
 _WATCHED = {}      # class -> its own as_text
+_WATCHED_LOWER = {}   # class -> its own lower
 _CALL_FLAT = rlx_stages.Compiled.call_flat
 _DIRECT_INIT = rlx_direct.DirectCall.__init__
 _COUNTERS = {}     # jax._src.test_util.count_* -> the original
@@ -57,6 +58,7 @@ class Shim:
         jax.jit = jax_api.jit = jit
         for cls in (rlx_stages.Lowered, rlx_stages.Compiled):
             self._watch(cls)
+        self._watch_lower(rlx_stages.Traced)
         def call_flat(compiled, leaves):      # every rlx_jax execution, cached ones included
             self.calls += 1
             return _CALL_FLAT(compiled, leaves)
@@ -105,6 +107,17 @@ class Shim:
             return original(stage, *args, **kwargs)
         cls.as_text = as_text
 
+    def _watch_lower(self, cls):
+        """Traced.lower with JAX's lowering keywords (jax.export's) asks for StableHLO: a test
+        doing so reads JAX's compiler (an API difference if it fails)."""
+        original = _WATCHED_LOWER.setdefault(cls, cls.lower)
+
+        @functools.wraps(original)
+        def lower(stage, *args, **kwargs):
+            self.read_ir += bool(kwargs)
+            return original(stage, *args, **kwargs)
+        cls.lower = lower
+
     @staticmethod
     def uninstall():
         jax.jit, jax_api.jit = _ORIGINAL["jax"], _ORIGINAL["api"]
@@ -114,6 +127,8 @@ class Shim:
             m.register_lowering = _REGISTER_LOWERING
         for cls, original in _WATCHED.items():
             cls.as_text = original
+        for cls, original in _WATCHED_LOWER.items():
+            cls.lower = original
         jtu = jax_module("test_util")
         for name, original in _COUNTERS.items():
             setattr(jtu, name, original)

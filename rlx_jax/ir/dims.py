@@ -13,6 +13,7 @@ from ..jax_internals import module
 
 _poly = module("shape_poly")
 DimExpr = _poly._DimExpr
+InconclusiveDimensionOperation = _poly.InconclusiveDimensionOperation
 
 
 def is_symbolic(d):
@@ -34,6 +35,26 @@ def shape_of(shape):
 def symbolic_shape(shape):
     """Whether any dimension of `shape` is symbolic."""
     return any(isinstance(d, DimExpr) for d in shape)
+
+
+def prod(ds):
+    """The product of dimensions: an int, or a symbolic expression."""
+    out = 1
+    for d in ds:
+        out = out * d
+    return dim(out)
+
+
+def plain_symbol(d):
+    """The symbol's name when dimension `d` is exactly one symbol (not an expression)."""
+    if not isinstance(d, DimExpr):
+        return None
+    names = d._get_vars()
+    if len(names) == 1:
+        (name,) = names
+        if DimExpr._from_var(name, d.scope) == d:
+            return name
+    return None
 
 
 def symbols(dims):

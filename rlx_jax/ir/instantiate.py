@@ -78,7 +78,7 @@ def bind(specs, shapes, names, constraints=()):
                     raise ShapeConstraintError(
                         f"{at} is {n}; the function was traced with the fixed size {d} there")
                 continue
-            var = _plain_var(d)
+            var = dims.plain_symbol(d)
             if var is None:
                 pending.append((d, int(n), at))
             elif var in env and env[var] != int(n):
@@ -132,16 +132,6 @@ def _solve(d, n, var, env):
         return None
     value = (n - k) // c
     return value if value >= 1 and at(value) == n else None
-
-
-def _plain_var(d):
-    """The symbol name when `d` is exactly one symbol, else None."""
-    names = dims.symbols([d])
-    if len(names) == 1:
-        (name,) = names
-        if dims.DimExpr._from_var(name, d.scope) == d:
-            return name
-    return None
 
 
 def _sizes(env, used, where):

@@ -3,7 +3,8 @@
 Every backend lowering and the reference executor run through `interpret`. A rule is
 `rule(ctx, node, *operands) -> value | tuple(values)`; `ctx` is the backend's own context.
 """
-from ..errors import LoweringError, RlxError
+from ..errors import LoweringError, RefusalError, RlxError
+from .dims import InconclusiveDimensionOperation
 from .ops import OpKind
 
 
@@ -13,7 +14,8 @@ def where(node):
 
 def rule_name(rule):
     """`module.qualname` of a rule function (the probe's wrapper names the rule it wraps)."""
-    rule = getattr(rule, "__wrapped__", rule)
+    while hasattr(rule, "__wrapped__"):          # through every view (probe, symbolic guard)
+        rule = rule.__wrapped__
     return f"{getattr(rule, '__module__', '?')}.{getattr(rule, '__qualname__', repr(rule))}"
 
 
@@ -53,6 +55,11 @@ def interpret(graph, rules, args, ctx=None, backend="?"):
         except RlxError as e:          # raised on purpose (a refusal, ...): annotated, as it is
             rule_failure(backend, n, rule, e)
             raise
+        except InconclusiveDimensionOperation as e:   # the rule needs a symbolic dim's value
+            raise rule_failure(backend, n, rule, RefusalError(
+                f"{backend}'s lowering of {n.kind.name} needs the value of a symbolic "
+                f"dimension ({str(e).splitlines()[0]}); a flexible program cannot hold this "
+                f"op: give the dimension a static size")) from None
         except Exception as e:  # noqa: BLE001 - anything else is a bug in the rule: it surfaces
             raise rule_failure(backend, n, rule, e) from e
         if len(n.outputs) == 1:

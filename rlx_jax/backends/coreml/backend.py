@@ -9,6 +9,8 @@ from .package import cache as package_cache
 from .passes.complex_pairs import REWRITTEN
 from .mil.program import MIL_RULES, build_program as _build, io_names
 from .passes.empty import FoldedExecutable, NoProgram, fold_empty
+from ...ir.dims import symbolic_shape
+from .package.flexible import input_types
 
 
 def _opset(options):
@@ -25,10 +27,12 @@ def build(graph, options, timings=None):
     return prog
 
 
-def write_package(graph, options, path, timings=None, overwrite=True):
+def write_package(graph, options, path, timings=None, overwrite=True, sizes=(None, None)):
     """Builds, converts and saves `graph` as an .mlpackage at `path`. Zero-size values inside
     the graph are folded away (passes/empty.py); zero-size inputs or results have no place in a
-    model's signature, so such a graph is refused."""
+    model's signature, so such a graph is refused. Symbolic input dimensions become flexible
+    inputs (package/flexible.py) bounded by their constraints; `sizes`: (default sizes,
+    enumerated sizes) of export_coreml."""
     folded = fold_empty(graph, constants_on_host=False)
     if folded.graph is None or not folded.keeps_signature():
         raise RefusalError(
@@ -38,6 +42,9 @@ def write_package(graph, options, path, timings=None, overwrite=True):
             f"with rlx_jax.jit(..., backend='coreml'), which keeps them off the model")
     graph = folded.graph
     prog = build(graph, options, timings)
+    if any(symbolic_shape(v.shape) for v in graph.inputs):
+        prog.program.functions["main"].set_input_types(tuple(
+            input_types(prog.input_names, graph, *sizes)))
     model = package.convert(prog, options, timings)
     package.describe(model, graph, options)
     t0 = time.perf_counter()
@@ -57,6 +64,7 @@ class CoremlBackend(Backend):
     # on the host only at the program's complex boundary and for Ffts above the length limit
     REWRITTEN_OPS = REWRITTEN
     options = package.OPTIONS
+    symbolic_programs = True        # flexible inputs (package/flexible.py)
 
     def rules(self):
         """The lowering table (OpKind -> rule, with each rule's claim), every family

@@ -23,6 +23,7 @@ from . import nn as executor_nn  # noqa: F401  (NumPy versions of the nn kernels
 from . import strict as executor_strict  # noqa: F401  (the ops whose spec leaves a choice open)
 from .ops import OVERRIDES
 from .control import BLOCK_OPS, live_ops
+from .flexible import allowed_shapes, any_symbolic, bind_sizes, check_feed
 
 
 def _np(var):
@@ -53,10 +54,14 @@ class MilReferenceExecutor:
         self.ops = live_ops(func.operations, func.outputs)   # (executor/control.py)
         self.input_names = list(func.inputs)
         self.output_names = [v.name for v in func.outputs]
+        self.allowed = {f.name: allowed_shapes(f) for f in spec.description.input}
 
     def __call__(self, feeds):
         from coremltools.converters.mil.mil import Function
+        for name, value in feeds.items():
+            check_feed(name, np.shape(value), self.allowed.get(name))
         env = dict(feeds)
+        self._sizes = {}          # a flexible program's symbols -> their sizes in this call
         level = logging.getLogger("coremltools").level
         logging.getLogger("coremltools").setLevel(logging.ERROR)
         try:
@@ -91,7 +96,9 @@ class MilReferenceExecutor:
         results = results if isinstance(results, (list, tuple)) else (results,)
         for var, val in zip(outs, results):
             val = np.asarray(val).astype(_np(var), copy=False)
-            if tuple(val.shape) != tuple(var.shape):
+            if any_symbolic(var.shape):
+                bind_sizes(self._sizes, op, var, val.shape)
+            elif tuple(val.shape) != tuple(var.shape):
                 val = val.reshape(var.shape)
             env[var.name] = val
 

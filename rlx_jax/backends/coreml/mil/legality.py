@@ -18,6 +18,7 @@ before it is narrowed (Boundary.to_model).
 """
 import numpy as np
 
+from ....ir.dims import symbolic_shape
 from ....errors import ArgumentRangeError, RefusalError
 from ....ir.interpret import where
 from ..passes.intervals import input_bounds, intervals
@@ -167,8 +168,8 @@ class Boundary:
         x = np.asarray(x)
         if v.dtype.kind in "iu" and x.size:
             self.check_range(v, x, what or f"input {v.node.attrs.get('index', '?')}")
-        return np.ascontiguousarray(x.astype(self.model_dtype(v), copy=False)
-                                    .reshape(self.model_shape(v)))
+        x = x.astype(self.model_dtype(v), copy=False)
+        return np.ascontiguousarray(x if v.shape else x.reshape(1))    # rank 0 travels as (1,)
 
     @staticmethod
     def check_range(v, x, what):
@@ -193,5 +194,6 @@ class Boundary:
     @staticmethod
     def from_model(v, y):
         """Host side: a model output array -> the IR value's dtype and shape."""
-        y = np.asarray(y).reshape(v.shape)
+        y = np.asarray(y)
+        y = y if symbolic_shape(v.shape) else y.reshape(v.shape)   # flexible: sized by the run
         return y.astype(v.dtype, copy=False)

@@ -13,6 +13,7 @@ rlx_jax/ir/reference.py.
 from ....errors import LoweringError
 from ....ir.interpret import interpret
 from . import legality
+from .dynamic import SymbolicRules, mil_shape, read_symbols
 from .table import MIL_RULES, MilCtx
 
 __all__ = ["MIL_RULES", "MilProgram", "sanitize", "io_names", "build_program"]
@@ -87,12 +88,15 @@ def build_program(graph, opset, input_names=None, output_names=None):
     graph = lower_rank(graph)
     boundary = legality.check_graph(graph)
     in_names, out_names = io_names(graph, input_names, output_names)
-    specs = {n: mb.TensorSpec(shape=boundary.model_shape(v), dtype=boundary.mil_type(v, True))
+    symbols = {}          # a flexible input's symbolic dimensions: one MIL symbol per name
+    specs = {n: mb.TensorSpec(shape=mil_shape(boundary.model_shape(v), symbols),
+                              dtype=boundary.mil_type(v, True))
              for n, v in zip(in_names, graph.inputs)}
     ctx = MilCtx(mb, opset)
     with Function(specs, opset_version=opset) as func:
         args = [boundary.enter(ctx, v, func.inputs[n]) for n, v in zip(in_names, graph.inputs)]
-        outs = interpret(graph, MIL_RULES, args, ctx, backend="coreml")
+        read_symbols(ctx, graph, [func.inputs[n] for n in in_names])
+        outs = interpret(graph, SymbolicRules(MIL_RULES), args, ctx, backend="coreml")
         taken = {id(var) for var in func.inputs.values()}
         func.set_outputs([boundary.leave(ctx, v, out, name, taken)
                           for name, v, out in zip(out_names, graph.outputs, outs)])

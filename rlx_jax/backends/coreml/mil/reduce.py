@@ -1,6 +1,7 @@
 """Contractions, reductions, arg-reductions, scans and sorting as MIL."""
 import numpy as np
 
+from ....ir.dims import prod
 from ....ir.ops import OpKind as K
 from .legality import mil_dtype_name
 from .shape import reshape
@@ -25,7 +26,7 @@ def _operand(ctx, x, shape, batch, free, contract, lhs):
         want, flag = alt, True
     elif tuple(want) != ident:
         x = ctx.mb.transpose(x=x, perm=ctx.ints(want))
-    size = lambda dims: int(np.prod([shape[d] for d in dims], dtype=np.int64))  # noqa: E731
+    size = lambda axes: prod([shape[d] for d in axes])  # noqa: E731
     b, f, c = size(batch), size(free), size(contract)
     mat = (f, c) if lhs != flag else (c, f)
     new = ((b,) if batch else ()) + mat
@@ -49,9 +50,7 @@ def _dot_general(ctx, node, x, y):
     x, tx = _operand(ctx, x, xs, tuple(lb), lf, tuple(lc), True)
     y, ty = _operand(ctx, y, ys, tuple(rb), rf, tuple(rc), False)
     z = ctx.mb.matmul(x=x, y=y, transpose_x=tx, transpose_y=ty)
-    b = int(np.prod([xs[d] for d in lb], dtype=np.int64))
-    m = int(np.prod([xs[d] for d in lf], dtype=np.int64))
-    n = int(np.prod([ys[d] for d in rf], dtype=np.int64))
+    b, m, n = prod(xs[d] for d in lb), prod(xs[d] for d in lf), prod(ys[d] for d in rf)
     if tuple(out.shape) != (((b,) if lb else ()) + (m, n)):
         z = reshape(ctx, z, out.shape)
     return ctx.mb.greater(x=z, y=ctx.scalar(0, np.float32)) if logical else z

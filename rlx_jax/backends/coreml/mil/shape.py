@@ -193,3 +193,14 @@ def _dynamic_update_slice(ctx, node, x, u, *starts):
                       updates=reshape(ctx, u, (int(np.prod(ushape)),)), mode="update")
     y = reshape(ctx, y, shape)
     return mb.cast(x=y, dtype="bool") if is_bool else y
+
+
+@mil_rule(K.DimSize)
+def _dim_size(ctx, node):
+    """A symbolic dimension's size as data, computed from the inputs' shapes (mil/dynamic.py);
+    only graphs with symbolic shapes hold DimSize."""
+    from .dynamic import size
+    from .legality import mil_dtype_name
+    value = ctx.mb.reshape(x=size(ctx, node.attrs["dim"]), shape=np.zeros((0,), np.int32))
+    dtype = mil_np_dtype(node.out.dtype)
+    return value if dtype == np.int32 else ctx.mb.cast(x=value, dtype=mil_dtype_name(dtype))

@@ -39,6 +39,7 @@ class MilCtx:
     def __init__(self, mb, opset):
         self.mb = mb
         self.opset = opset
+        self.symbols = {}       # symbolic dimension name -> its int32[1] size (mil/dynamic.py)
 
     def const(self, value, dtype=None):
         """A MIL const of exactly `dtype` (numpy); Python ints become int32."""
@@ -62,7 +63,10 @@ class MilCtx:
         return self.mb.const(val=np.asarray(value, dtype=self.np_dtype(var)))
 
     def ints(self, xs):
-        return np.asarray(list(xs), dtype=np.int32)
+        """A shape-like int32 operand: a constant, or computed in the program where an entry
+        is a symbolic dimension (mil/dynamic.py)."""
+        from .dynamic import ints
+        return ints(self, xs)
 
 
 def refuse(node, what, todo="use backend='xla' or 'mlx' for this op"):

@@ -14,10 +14,12 @@ and are not reasons.
 import numpy as np
 
 from ....errors import RefusalError
+from ....ir.dims import InconclusiveDimensionOperation, is_symbolic, symbolic_shape
 from ....ir.interpret import interpret
 from ....placement.partition import value_reasons
 from ..mil.legality import MIL_DTYPES, mil_dtype_name, mil_np_dtype, mil_type, problems
 from ..package.cache import MIL_LOCK
+from ..mil.dynamic import SymbolicRules, mil_shape, read_symbols
 from ..mil.table import MIL_RULES, MilCtx
 
 
@@ -38,7 +40,7 @@ class _Tolerant:
         self.skip, self.refused, self.seed = skip, {}, None
 
     def get(self, kind):
-        rule = MIL_RULES.get(kind)
+        rule = SymbolicRules(MIL_RULES).get(kind)
 
         def run(ctx, node, *args):
             if rule is None and id(node) not in self.skip:
@@ -48,6 +50,10 @@ class _Tolerant:
                     return rule(ctx, node, *args)
                 except RefusalError as e:     # only a documented refusal; a bug surfaces
                     self.refused[id(node)] = str(e).split("\n")[0].split("; use backend")[0]
+                except InconclusiveDimensionOperation as e:   # needs a symbolic size
+                    self.refused[id(node)] = (
+                        f"its Core ML lowering needs the value of a symbolic dimension "
+                        f"({str(e).splitlines()[0]})")
             outs = [_stand_in(ctx, o, self.seed) for o in node.outputs]
             return outs[0] if len(outs) == 1 else tuple(outs)
         run.__wrapped__ = rule
@@ -67,7 +73,11 @@ def _mil_dtype(v):
 def _stand_in(ctx, v, seed):
     """A var of v's shape and MIL dtype; a large one tiled from the probe's own float32[1] input
     `seed`, which has no value, so coremltools computes nothing of that size."""
-    shape = tuple(max(d, 1) for d in v.shape)
+    shape = tuple(_at_least_1(d) for d in v.shape)
+    if symbolic_shape(shape):            # sized in the program (mil/dynamic.py)
+        fill = ctx.mb.fill(shape=ctx.ints(shape), value=np.float32(0))
+        return ctx.mb.cast(x=fill, dtype=mil_dtype_name(_mil_dtype(v))) \
+            if _mil_dtype(v) != np.float32 else fill
     if int(np.prod(shape, dtype=np.int64)) <= 4096:
         return ctx.const(np.zeros(shape, _mil_dtype(v)))
     one = ctx.mb.reshape(x=seed, shape=ctx.ints((1,) * len(shape)))
@@ -82,7 +92,9 @@ def _refused(graph, skip, opset):
     from coremltools.converters.mil.mil import Function
     rules = _Tolerant(skip)
     names = [f"input_{i}" for i in range(len(graph.inputs))]
-    specs = {name: mb.TensorSpec(shape=tuple(max(d, 1) for d in v.shape) or (1,),
+    symbols = {}         # symbolic dimensions (a flexible program): MIL symbols, as build's
+    specs = {name: mb.TensorSpec(shape=mil_shape(tuple(_at_least_1(d) for d in v.shape),
+                                                 symbols) or (1,),
                                  dtype=mil_type(_mil_dtype(v)))
              for name, v in zip(names, graph.inputs)}
     specs["rlx_stand_in_seed"] = mb.TensorSpec(shape=(1,), dtype=mil_type(np.dtype(np.float32)))
@@ -95,5 +107,10 @@ def _refused(graph, skip, opset):
                 var = func.inputs[name]
                 args.append(mb.reshape(x=var, shape=np.zeros((0,), np.int32))
                             if not v.shape else var)
+            read_symbols(ctx, graph, [func.inputs[n] for n in names])
             interpret(graph, rules, args, ctx, backend="coreml")
     return rules.refused
+
+
+def _at_least_1(d):
+    return d if is_symbolic(d) else max(d, 1)
