@@ -2,8 +2,9 @@
 ShapeDtypeStructs): each symbolic input dimension becomes a `RangeDim` bounded by the declared
 constraints (`t <= 512` -> upper bound 512, `t >= 2` -> lower bound 2; an ML Program takes
 no unbounded range, so every symbol needs an upper bound), or, when the user lists sizes, the
-inputs take `EnumeratedShapes` (the shapes at those sizes). A constraint over several symbols or a compound expression has no place in a
-model description, which holds per-dimension bounds only: it is refused, not dropped."""
+inputs take `EnumeratedShapes` (the shapes at those sizes). A constraint over several symbols
+or a compound expression has no place in a model description, which holds per-dimension
+bounds only: it is refused, not dropped."""
 from ....errors import BadArgumentError, RefusalError
 from ....ir import dims
 
