@@ -106,3 +106,22 @@ def test_jit_on_coreml_serves_every_bounded_size_with_one_package():
     unbounded = rlx_jax.jit(f, backend="coreml", polymorphic_shapes=[None, "b, t, 16"])
     _close(unbounded(PARAMS, _x(1, 5, 16)), jax.jit(f)(PARAMS, _x(1, 5, 16)), 2e-5)
     assert "'b' has no upper bound" in flexible_reason(unbounded, PARAMS, _x(1, 5, 16))
+
+
+def test_export_a_cnn_with_a_flexible_batch(tmp_path):
+    from .test_symbolic import CNN
+    cnn = CNN()
+    params = cnn.init(jax.random.PRNGKey(1), jnp.ones((1, 8, 8, 3)))
+    b, = jax.export.symbolic_shape("b", constraints=["b <= 16"])
+    path = rlx_jax.export_coreml(cnn.apply, params, jax.ShapeDtypeStruct((b, 8, 8, 3),
+                                                                         jnp.float32),
+                                 path=str(tmp_path / "cnn.mlpackage"))
+    x_in = ct.utils.load_spec(path).description.input[-1].type.multiArrayType
+    assert [(r.lowerBound, r.upperBound) for r in x_in.shapeRange.sizeRanges] == \
+        [(1, 16), (8, 8), (8, 8), (3, 3)]
+    ex = MilReferenceExecutor(path)
+    assert "conv" in {op.op_type for op in ex.ops}
+    for n in (1, 5, 16):
+        x = _x(n, 8, 8, 3)
+        feeds = dict(zip(ex.input_names, [np.asarray(a) for a in jax.tree.leaves(params)] + [x]))
+        _close(list(ex(feeds).values())[0], cnn.apply(params, x), 2e-5)

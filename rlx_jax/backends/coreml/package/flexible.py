@@ -71,6 +71,9 @@ def input_types(names, graph, default_sizes=None, enumerated_sizes=None):
 
 def _enumerated(ct, names, graph, symbols, sizes, default_sizes):
     """EnumeratedShapes: each input's shape at each listed size (a dict symbol -> int)."""
+    if len(sizes) > 128:
+        raise BadArgumentError(f"enumerated_sizes lists {len(sizes)} sizes; a Core ML model "
+                               f"takes at most 128 enumerated shapes per input")
     for i, env in enumerate(sizes):
         if set(env) != set(symbols):
             raise BadArgumentError(f"enumerated_sizes[{i}] = {env} must give every symbol "
