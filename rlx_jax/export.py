@@ -1,10 +1,15 @@
 """rlx_jax.export_coreml: trace, legalize and save a function as an .mlpackage; at symbolic
-shapes, a package with flexible inputs (backends/coreml/package/flexible.py)."""
+shapes, a package with flexible inputs (backends/coreml/package/flexible.py); with `weights=`,
+compressed (package/compress.py); with an app's metadata (package/app.py)."""
 import os
+import shutil
+import tempfile
+
+import jax
 
 from .api import jit
 from .backends.coreml.backend import CoremlBackend, write_package
-from .backends.coreml.package import Options
+from .backends.coreml.package import Options, app, compress, multifunction
 from .errors import BadArgumentError
 from .placement import raise_host
 from .symbolic import SymbolicLowered
@@ -21,12 +26,30 @@ def export_coreml(fun, *args, path, **options):
     constraints=["t <= 512"])) the inputs are flexible: each symbolic dimension a RangeDim
     bounded by the constraints (`default_sizes={"t": 64}` sets the default; the lower bound
     otherwise), or with `enumerated_sizes=[{"t": 64}, {"t": 128}]` EnumeratedShapes.
+
+    `weights="int8" | "int4" | "palette4" | ...` compresses the model's constant weights
+    (package/compress.py; `rlx_jax.compression_report(path)` reads what it did). `author`,
+    `version`, `license`, `description`, `input_descriptions` and `output_descriptions`
+    ({name: text}) are written into the package for an app (package/app.py).
+
+    `fun` may be a dict {name: (function, args)}: one multifunction package whose functions
+    share their identical weights (`default_function=` names the default; iOS18 and later;
+    package/multifunction.py); every option applies to each function.
     """
     if not str(path).endswith(".mlpackage"):
         raise BadArgumentError(f"path must end in .mlpackage, got {path!r}")
+    if isinstance(fun, dict):
+        if args:
+            raise BadArgumentError("export_coreml: with a dict of functions, give each its "
+                                   "arguments in the dict ({name: (function, args)}), none "
+                                   "after it")
+        return multifunction.export(export_coreml, fun, path,
+                                    options.pop("default_function", None), options)
     static = options.pop("static_argnums", ())
     default_sizes = options.pop("default_sizes", None)
     enumerated = options.pop("enumerated_sizes", None)
+    weights = options.pop("weights", None)
+    about = app.pop_metadata(options)
     if "compute_units" in options:
         raise BadArgumentError(
             "export_coreml: compute_units is not stored in an .mlpackage; Core ML picks the "
@@ -37,6 +60,8 @@ def export_coreml(fun, *args, path, **options):
     opts = Options(source=options.pop("source", None) or getattr(fun, "__qualname__",
                                                                   repr(fun)),
                    **options)
+    if weights is not None:
+        compress.config(weights, opts.target)          # a bad mode is refused before building
     if isinstance(lowered, SymbolicLowered):
         lowered = lowered.placed()
     elif default_sizes or enumerated:
@@ -50,5 +75,35 @@ def export_coreml(fun, *args, path, **options):
                         "these ops (or move them out of the exported function), or run the "
                         "function with rlx_jax.jit(..., backend='coreml'), which runs them on "
                         "the host between Core ML segments.")
-    return write_package(lowered.legalized, opts, os.fspath(path), lowered.timings,
-                         sizes=(default_sizes, enumerated))
+    finish = app.describer(about)
+    if weights is None:
+        return write_package(lowered.legalized, opts, os.fspath(path), lowered.timings,
+                             sizes=(default_sizes, enumerated), finish=finish)
+    staging = tempfile.mkdtemp(prefix="rlx-float-")
+    try:
+        float_path = write_package(lowered.legalized, opts,
+                                   os.path.join(staging, os.path.basename(str(path))),
+                                   lowered.timings, sizes=(default_sizes, enumerated),
+                                   finish=finish)
+        compress.compress(float_path, os.fspath(path), weights, opts.target,
+                          _feeds(lowered, float_path, args, static))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return os.fspath(path)
+
+
+def _feeds(lowered, package_path, args, static):
+    """The export's example arguments as the package's feeds, or None when they are not all
+    concrete arrays (ShapeDtypeStructs: the compression report then has no error figure)."""
+    from .backends.coreml.executor.reference import MilReferenceExecutor
+    from .backends.coreml.mil.legality import Boundary
+    statics = {static} if isinstance(static, int) else set(static)
+    leaves = jax.tree_util.tree_leaves([a for i, a in enumerate(args) if i not in statics])
+    if any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves):
+        return None
+    names = MilReferenceExecutor(package_path).input_names
+    graph = lowered.legalized
+    if len(names) != len(graph.inputs) or len(leaves) != len(graph.inputs):
+        return None
+    boundary = Boundary()
+    return {n: boundary.to_model(v, x) for n, v, x in zip(names, graph.inputs, leaves)}

@@ -27,12 +27,14 @@ def build(graph, options, timings=None):
     return prog
 
 
-def write_package(graph, options, path, timings=None, overwrite=True, sizes=(None, None)):
+def write_package(graph, options, path, timings=None, overwrite=True, sizes=(None, None),
+                  finish=None):
     """Builds, converts and saves `graph` as an .mlpackage at `path`. Zero-size values inside
     the graph are folded away (passes/empty.py); zero-size inputs or results have no place in a
     model's signature, so such a graph is refused. Symbolic input dimensions become flexible
     inputs (package/flexible.py) bounded by their constraints; `sizes`: (default sizes,
-    enumerated sizes) of export_coreml."""
+    enumerated sizes) of export_coreml; `finish(model)`: export's last touches (an app's
+    metadata) before the package is saved."""
     folded = fold_empty(graph, constants_on_host=False)
     if folded.graph is None or not folded.keeps_signature():
         raise RefusalError(
@@ -47,6 +49,8 @@ def write_package(graph, options, path, timings=None, overwrite=True, sizes=(Non
             input_types(prog.input_names, graph, *sizes)))
     model = package.convert(prog, options, timings)
     package.describe(model, graph, options)
+    if finish is not None:
+        finish(model)
     t0 = time.perf_counter()
     package.save(model, path, overwrite)
     if timings is not None:

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from ....errors import LoweringError
+from ....errors import BadArgumentError, LoweringError
 from . import nn as executor_nn  # noqa: F401  (NumPy versions of the nn kernels' MIL ops)
 from . import strict as executor_strict  # noqa: F401  (the ops whose spec leaves a choice open)
 from .ops import OVERRIDES
@@ -43,18 +43,25 @@ def _widened(v):
 class MilReferenceExecutor:
     """Callable: {input name: array} -> {output name: array}."""
 
-    def __init__(self, package_path):
+    def __init__(self, package_path, function_name=None):
         import coremltools as ct
         from coremltools.converters.mil.frontend.milproto.load import load
         spec = ct.utils.load_spec(package_path)
         weights = os.path.join(package_path, "Data", "com.apple.CoreML", "weights")
         prog = load(spec, spec.specificationVersion, weights)
-        func = prog.functions["main"]
+        described = {f.name: f for f in spec.description.functions}   # a multifunction one
+        name = function_name or spec.description.defaultFunctionName or "main"
+        if name not in prog.functions:
+            raise BadArgumentError(f"the package has no function {name!r}; its functions "
+                                   f"are {sorted(prog.functions)}")
+        func = prog.functions[name]
+        self.function_name = name
         self.opset = func.opset_version
         self.ops = live_ops(func.operations, func.outputs)   # (executor/control.py)
         self.input_names = list(func.inputs)
         self.output_names = [v.name for v in func.outputs]
-        self.allowed = {f.name: allowed_shapes(f) for f in spec.description.input}
+        inputs = described[name].input if name in described else spec.description.input
+        self.allowed = {f.name: allowed_shapes(f) for f in inputs}
 
     def __call__(self, feeds):
         from coremltools.converters.mil.mil import Function
@@ -89,6 +96,10 @@ class MilReferenceExecutor:
                   for k, v in op.inputs.items()}
         if op.op_type in BLOCK_OPS:           # cond / while_loop (executor/control.py)
             results = BLOCK_OPS[op.op_type](self, op, env)
+        elif op.op_type.startswith("constexpr_"):
+            # compressed weights (coremltools.optimize: quantized, palettized, sparse): their
+            # dense value, as coremltools' decompression defines it for the spec's ops
+            results = op.materialized_val_inference()
         elif op.op_type in OVERRIDES:
             results = OVERRIDES[op.op_type](**kwargs)
         else:
