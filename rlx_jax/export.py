@@ -49,6 +49,7 @@ def export_coreml(fun, *args, path, **options):
     default_sizes = options.pop("default_sizes", None)
     enumerated = options.pop("enumerated_sizes", None)
     weights = options.pop("weights", None)
+    state = options.pop("state", None)
     about = app.pop_metadata(options)
     if "compute_units" in options:
         raise BadArgumentError(
@@ -78,13 +79,13 @@ def export_coreml(fun, *args, path, **options):
     finish = app.describer(about)
     if weights is None:
         return write_package(lowered.legalized, opts, os.fspath(path), lowered.timings,
-                             sizes=(default_sizes, enumerated), finish=finish)
+                             sizes=(default_sizes, enumerated), finish=finish, state=state)
     staging = tempfile.mkdtemp(prefix="rlx-float-")
     try:
         float_path = write_package(lowered.legalized, opts,
                                    os.path.join(staging, os.path.basename(str(path))),
                                    lowered.timings, sizes=(default_sizes, enumerated),
-                                   finish=finish)
+                                   finish=finish, state=state)
         compress.compress(float_path, os.fspath(path), weights, opts.target,
                           _feeds(lowered, float_path, args, static))
     finally:
@@ -101,7 +102,7 @@ def _feeds(lowered, package_path, args, static):
     leaves = jax.tree_util.tree_leaves([a for i, a in enumerate(args) if i not in statics])
     if any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves):
         return None
-    names = MilReferenceExecutor(package_path).input_names
+    names = MilReferenceExecutor(package_path).all_input_names
     graph = lowered.legalized
     if len(names) != len(graph.inputs) or len(leaves) != len(graph.inputs):
         return None

@@ -151,3 +151,64 @@ def test_bad_shipping_options_are_refused(tmp_path):
                                                r"inputs are \['tokens'\]"):
         rlx_jax.export_coreml(prefill, PROMPT, path=at, input_descriptions={"x": "?"})
     assert not os.path.exists(at)
+
+
+# ---- the KV cache as Core ML state: float16 (Core ML's only state dtype), in the function too
+def prefill16(tokens, keys, values):
+    logits, k, v = prefill(tokens)
+    return logits, k.astype(jnp.float16), v.astype(jnp.float16)
+
+
+def decode16(token, pos, keys, values):
+    logits, k, v = decode(token, pos, keys.astype(jnp.float32), values.astype(jnp.float32))
+    return logits, k.astype(jnp.float16), v.astype(jnp.float16)
+
+
+CACHE16 = (np.zeros((T, D), np.float16), np.zeros((T, D), np.float16))
+
+
+def test_a_stateful_prefill_and_decode_package(tmp_path):
+    state = {"keys": "output_1", "values": "output_2"}
+    path = rlx_jax.export_coreml({"prefill": (prefill16, (PROMPT, *CACHE16)),
+                                  "decode": (decode16, (*EXAMPLE_DECODE[:2], *CACHE16))},
+                                 path=str(tmp_path / "lm.mlpackage"), state=state)
+    spec = ct.utils.load_spec(path)
+    for f in spec.description.functions:
+        assert sorted(s.name for s in f.state) == ["keys", "values"]
+        assert [o.name for o in f.output] == ["output_0"]
+        assert "keys" not in [i.name for i in f.input]
+    pre = MilReferenceExecutor(path, function_name="prefill")
+    dec = MilReferenceExecutor(path, function_name="decode")
+    kv = pre.make_state()
+    assert np.isnan(kv["keys"]).all()           # nothing written yet
+
+    def run_prefill(tokens):
+        return [pre({"tokens": tokens}, state=kv)["output_0"], None, None]
+
+    def run_decode(token, pos, keys, values):
+        return [dec({"token": token, "pos": pos}, state=kv)["output_0"], None, None]
+    got_tokens, got = _greedy(run_prefill, run_decode)
+    cache = tuple(jnp.asarray(c) for c in CACHE16)
+    want_tokens, want = _greedy(lambda t: jax.jit(prefill16)(t, *cache), jax.jit(decode16))
+    assert got_tokens == want_tokens
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(BadArgumentError, match=r"call it with state=executor\.make_state\(\)"):
+        dec({"token": np.zeros(1, np.int32), "pos": np.zeros(1, np.int32)})
+
+
+def test_bad_state_pairs_are_refused(tmp_path):
+    at, args = str(tmp_path / "s.mlpackage"), (*EXAMPLE_DECODE[:2], *CACHE16)
+    target = {"minimum_deployment_target": "iOS18"}
+    with pytest.raises(BadArgumentError, match=r"state pairs 'keys' with 'output_9'; the "
+                                               r"model's outputs are \['output_0'"):
+        rlx_jax.export_coreml(decode16, *args, path=at, state={"keys": "output_9"}, **target)
+    with pytest.raises(BadArgumentError, match=r"state 'keys' is f16\[32,64\] but its new value "
+                                               r"'output_0' is f32\[1,128\]"):
+        rlx_jax.export_coreml(decode16, *args, path=at, state={"keys": "output_0"}, **target)
+    with pytest.raises(BadArgumentError, match=r"state 'keys' is f32\[32,64\]; Core ML keeps "
+                                               r"float16 states only"):
+        rlx_jax.export_coreml(decode, *EXAMPLE_DECODE, path=at,
+                              state={"keys": "output_1"}, **target)
+    with pytest.raises(BadArgumentError, match=r"state= needs minimum_deployment_target="
+                                               r"'iOS18'"):
+        rlx_jax.export_coreml(decode16, *args, path=at, state={"keys": "output_1"})

@@ -17,24 +17,27 @@ def _opset(options):
     return options.target
 
 
-def build(graph, options, timings=None):
-    """Legalized graph -> MilProgram (timed as "mil_build")."""
+def build(graph, options, timings=None, state=None):
+    """Legalized graph -> MilProgram (timed as "mil_build"); `state`: export's Core ML state
+    pairs (mil/state.py)."""
     t0 = time.perf_counter()
     with package_cache.MIL_LOCK:       # coremltools' MIL builder state is global
-        prog = _build(graph, _opset(options), options.input_names, options.output_names)
+        prog = _build(graph, _opset(options), options.input_names, options.output_names,
+                      state)
     if timings is not None:
         timings["mil_build"] = time.perf_counter() - t0
     return prog
 
 
 def write_package(graph, options, path, timings=None, overwrite=True, sizes=(None, None),
-                  finish=None):
+                  finish=None, state=None):
     """Builds, converts and saves `graph` as an .mlpackage at `path`. Zero-size values inside
     the graph are folded away (passes/empty.py); zero-size inputs or results have no place in a
     model's signature, so such a graph is refused. Symbolic input dimensions become flexible
     inputs (package/flexible.py) bounded by their constraints; `sizes`: (default sizes,
     enumerated sizes) of export_coreml; `finish(model)`: export's last touches (an app's
-    metadata) before the package is saved."""
+    metadata) before the package is saved; `state`: {input name: output name} kept as Core ML
+    state (mil/state.py)."""
     folded = fold_empty(graph, constants_on_host=False)
     if folded.graph is None or not folded.keeps_signature():
         raise RefusalError(
@@ -43,7 +46,7 @@ def write_package(graph, options, path, timings=None, overwrite=True, sizes=(Non
             f"empty arguments or results (their values are known without a model), or run it "
             f"with rlx_jax.jit(..., backend='coreml'), which keeps them off the model")
     graph = folded.graph
-    prog = build(graph, options, timings)
+    prog = build(graph, options, timings, state)
     if any(symbolic_shape(v.shape) for v in graph.inputs):
         prog.program.functions["main"].set_input_types(tuple(
             input_types(prog.input_names, graph, *sizes)))

@@ -62,12 +62,28 @@ class MilReferenceExecutor:
         self.output_names = [v.name for v in func.outputs]
         inputs = described[name].input if name in described else spec.description.input
         self.allowed = {f.name: allowed_shapes(f) for f in inputs}
+        states = described[name].state if name in described else spec.description.state
+        self.state_types = {f.name: tuple(f.type.stateType.arrayType.shape) for f in states}
+        self.all_input_names = self.input_names          # states among them
+        self.input_names = [n for n in self.input_names if n not in self.state_types]
 
-    def __call__(self, feeds):
+    def make_state(self):
+        """A new state for calls of this model (Core ML's `make_state()`): each float16 state
+        buffer holds NaN until the program writes it, the strictest reading of a state nothing
+        has written yet (a program reading it gets NaN, not a convenient zero). Functions of one
+        multifunction package share a state by name: pass the same dict to each."""
+        return {n: np.full(shape, np.nan, np.float16) for n, shape in self.state_types.items()}
+
+    def __call__(self, feeds, state=None):
         from coremltools.converters.mil.mil import Function
+        if self.state_types and state is None:
+            raise BadArgumentError(f"this model keeps state {sorted(self.state_types)}: call it "
+                                   f"with state=executor.make_state() (Core ML's "
+                                   f"predict(..., state=...))")
         for name, value in feeds.items():
             check_feed(name, np.shape(value), self.allowed.get(name))
         env = dict(feeds)
+        self._state = state
         self._sizes = {}          # a flexible program's symbols -> their sizes in this call
         level = logging.getLogger("coremltools").level
         logging.getLogger("coremltools").setLevel(logging.ERROR)
@@ -92,9 +108,12 @@ class MilReferenceExecutor:
                 return v.val
             raise LoweringError(f"MIL executor: no value for {v.name} used by {op.op_type}")
 
-        kwargs = {k: _widened([value(x) for x in v] if isinstance(v, (list, tuple)) else value(v))
-                  for k, v in op.inputs.items()}
-        if op.op_type in BLOCK_OPS:           # cond / while_loop (executor/control.py)
+        kwargs = {} if op.op_type in ("read_state", "coreml_update_state") else {
+            k: _widened([value(x) for x in v] if isinstance(v, (list, tuple)) else value(v))
+            for k, v in op.inputs.items()}
+        if op.op_type in ("read_state", "coreml_update_state"):
+            results = self._state_op(op, env)
+        elif op.op_type in BLOCK_OPS:           # cond / while_loop (executor/control.py)
             results = BLOCK_OPS[op.op_type](self, op, env)
         elif op.op_type.startswith("constexpr_"):
             # compressed weights (coremltools.optimize: quantized, palettized, sparse): their
@@ -112,6 +131,20 @@ class MilReferenceExecutor:
             elif tuple(val.shape) != tuple(var.shape):
                 val = val.reshape(var.shape)
             env[var.name] = val
+
+    def _state_op(self, op, env):
+        """read_state: a copy of the state's buffer; coreml_update_state: the value written
+        into it (float16, the state's type) and returned."""
+        if op.op_type == "read_state":
+            return np.array(self._state[op.inputs["input"].name], copy=True)
+        name, var = op.inputs["state"].name, op.inputs["value"]
+        value = np.asarray(env[var.name] if var.name in env else var.val)
+        if value.shape != self._state[name].shape or value.dtype != np.float16:
+            raise LoweringError(f"MIL executor: coreml_update_state of {name} with "
+                                f"{value.dtype}{list(value.shape)}; the state is float16"
+                                f"{list(self._state[name].shape)}")
+        self._state[name][...] = value
+        return value
 
     @staticmethod
     def _reissue(op, kwargs):

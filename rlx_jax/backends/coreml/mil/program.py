@@ -14,6 +14,7 @@ from ....errors import LoweringError
 from ....ir.interpret import interpret
 from . import legality
 from .dynamic import SymbolicRules, mil_shape, read_symbols
+from .state import check as state_check, spec as state_spec
 from .table import MIL_RULES, MilCtx
 
 __all__ = ["MIL_RULES", "MilProgram", "sanitize", "io_names", "build_program"]
@@ -78,28 +79,38 @@ def io_names(graph, input_names=None, output_names=None):
             names("output", len(graph.outputs), output_names or graph.output_names))
 
 
-def build_program(graph, opset, input_names=None, output_names=None):
+def build_program(graph, opset, input_names=None, output_names=None, state=None):
     """Lowers `graph` to a MIL Program with one function "main". The graph holds no zero-size
     value (backend.py folds them away first, passes/empty.py); values above rank 5 that tiles pass
-    through are rewritten here (passes/rank.py)."""
+    through are rewritten here (passes/rank.py). `state`: {model input name: model output
+    name} kept as Core ML state (mil/state.py)."""
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.mil import Function, Program
     from ..passes.rank import lower_rank
     graph = lower_rank(graph)
     boundary = legality.check_graph(graph)
     in_names, out_names = io_names(graph, input_names, output_names)
+    pairs = state_check(state, graph, in_names, out_names, opset)
     symbols = {}          # a flexible input's symbolic dimensions: one MIL symbol per name
-    specs = {n: mb.TensorSpec(shape=mil_shape(boundary.model_shape(v), symbols),
-                              dtype=boundary.mil_type(v, True))
-             for n, v in zip(in_names, graph.inputs)}
+    specs = {n: state_spec(mb, v.shape) if i in pairs else
+             mb.TensorSpec(shape=mil_shape(boundary.model_shape(v), symbols),
+                           dtype=boundary.mil_type(v, True))
+             for i, (n, v) in enumerate(zip(in_names, graph.inputs))}
     ctx = MilCtx(mb, opset)
     with Function(specs, opset_version=opset) as func:
-        args = [boundary.enter(ctx, v, func.inputs[n]) for n, v in zip(in_names, graph.inputs)]
+        args = [mb.read_state(input=func.inputs[n]) if i in pairs else
+                boundary.enter(ctx, v, func.inputs[n])
+                for i, (n, v) in enumerate(zip(in_names, graph.inputs))]
         read_symbols(ctx, graph, [func.inputs[n] for n in in_names])
         outs = interpret(graph, SymbolicRules(MIL_RULES), args, ctx, backend="coreml")
+        for i, o in pairs.items():          # a state's new value is written, not returned
+            mb.coreml_update_state(state=func.inputs[in_names[i]], value=outs[o],
+                                   name=f"{in_names[i]}_update")   # (a name of its own:
+            # coremltools' canonicalize_inplace_pattern pass rebuilds it with the default one)
+        kept = [o for o in range(len(out_names)) if o not in pairs.values()]
         taken = {id(var) for var in func.inputs.values()}
-        func.set_outputs([boundary.leave(ctx, v, out, name, taken)
-                          for name, v, out in zip(out_names, graph.outputs, outs)])
+        func.set_outputs([boundary.leave(ctx, graph.outputs[o], outs[o], out_names[o], taken)
+                          for o in kept])
     prog = Program()
     prog.add_function("main", func)
-    return MilProgram(prog, opset, in_names, out_names, boundary)
+    return MilProgram(prog, opset, in_names, [out_names[o] for o in kept], boundary)

@@ -188,6 +188,10 @@ def convert(mil_program, options, timings=None):
     t0 = time.perf_counter()
     pipeline = ct.PassPipeline.DEFAULT if options.optimize == "default" else \
         ct.PassPipeline.EMPTY
+    if options.optimize == "default":
+        # it only reorders state updates, and loses track of its own op list when two
+        # updates follow their values (a KeyError in coremltools 9 with two states)
+        pipeline.remove_passes(["common::canonicalize_inplace_pattern"])
     if options.optimize == "fast" and options.precision == "float16":
         # the empty pipeline would drop the float16 rewrite: keep just that and the folding
         for name in ("common::add_fp16_cast", "common::const_elimination",

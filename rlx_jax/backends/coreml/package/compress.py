@@ -81,8 +81,8 @@ def compress(float_path, path, weights, target, feeds=None):
     report["ratio"] = round(report["bytes"] / max(report["bytes_float"], 1), 4)
     report["max_abs_error"] = None
     if feeds is not None:
-        want = MilReferenceExecutor(float_path)(feeds)
-        got = MilReferenceExecutor(path)(feeds)
+        want, got = _run(MilReferenceExecutor(float_path), feeds), \
+            _run(MilReferenceExecutor(path), feeds)
         diff = {k: np.abs(np.asarray(got[k], np.float64) - np.asarray(want[k], np.float64))
                 for k in want}
         report["max_abs_error"] = {k: float(np.max(d, initial=0.0)) for k, d in diff.items()}
@@ -92,6 +92,15 @@ def compress(float_path, path, weights, target, feeds=None):
     small.user_defined_metadata["rlx_jax.compression"] = json.dumps(report)
     save(small, path)
     return report
+
+
+def _run(executor, feeds):
+    """The executor's outputs on `feeds` (a stateful model's states start from their values
+    among the feeds, as the example arguments give them)."""
+    state = executor.make_state()
+    for name in state:
+        state[name][...] = feeds[name]
+    return executor({n: feeds[n] for n in executor.input_names}, state=state)
 
 
 def report(path):
