@@ -177,6 +177,9 @@ def test_a_stateful_prefill_and_decode_package(tmp_path):
         assert sorted(s.name for s in f.state) == ["keys", "values"]
         assert [o.name for o in f.output] == ["output_0"]
         assert "keys" not in [i.name for i in f.input]
+    for name in ("prefill", "decode"):         # coremltools loads each function by name
+        assert ct.models.MLModel(path, skip_model_load=True,
+                                 function_name=name).function_name == name
     pre = MilReferenceExecutor(path, function_name="prefill")
     dec = MilReferenceExecutor(path, function_name="decode")
     kv = pre.make_state()
