@@ -38,6 +38,17 @@ def _grads(p, seed):
     return {k: (r.normal(size=v.shape) * 0.1).astype(np.float32) for k, v in p.items()}
 
 
+def _steps_equal_jax(opt, backend, p, s, seeds):
+    """One step per gradient seed through rlx_jax and jax.jit, equal after each."""
+    fast = rlx_jax.jit(_step(opt), backend=backend)
+    want = got = (p, s)
+    for seed in seeds:
+        g = _grads(p, seed)
+        want, got = jax.jit(_step(opt))(*want, g), fast(*got, g)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(
+            np.asarray(a), np.asarray(b), rtol=RTOL, atol=ATOL), got, want)
+
+
 def _counts(fn, *args):
     return recognize(rlx_jax.trace(fn, *args)).op_counts()
 
@@ -129,8 +140,6 @@ def test_coreml_updates_small_leaves_in_one_batch():
 
 
 NEAR_MISSES = {
-    # a schedule: the learning rate is a traced value of the count, not a constant
-    "schedule": lambda: optax.adam(optax.linear_schedule(1e-3, 1e-4, 10)),
     # eps_root > 0 adds it inside the square root
     "eps_root": lambda: optax.adam(1e-3, eps_root=1e-8),
     # more digits than float32 holds: 1 - b1 in optax is not 1 - float32(b1)
@@ -233,10 +242,50 @@ def test_adamw_is_adam_with_weight_decay(name, backend):
     nodes = [n for n in graph.nodes if n.kind is K.AdamUpdate]
     assert sorted(n.attrs["weight_decay"] for n in nodes) == decays
     assert graph.op_counts() == {"AdamUpdate": len(decays)}
-    fast = rlx_jax.jit(_step(opt), backend=backend)
-    want = got = (p, s)
-    for i in range(2):
-        g = _grads(p, 20 + i)
-        want, got = jax.jit(_step(opt))(*want, g), fast(*got, g)
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(
-            np.asarray(a), np.asarray(b), rtol=RTOL, atol=ATOL), got, want)
+    _steps_equal_jax(opt, backend, p, s, seeds=(20, 21))
+
+
+SCHEDULES = {
+    "adamw_warmup_cosine": lambda: optax.adamw(
+        optax.warmup_cosine_decay_schedule(0.0, 1e-2, 2, 10), weight_decay=1e-2),
+    "adam_linear": lambda: optax.adam(optax.linear_schedule(1e-3, 1e-4, 10)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_a_learning_rate_schedule_is_an_operand(name, backend):
+    """Given:  optax.adam / adamw under a learning-rate schedule (the step size -schedule(count)
+               computed once per update from the schedule's own count)
+       Result: one AdamUpdate with lr=None whose second operand is that step size; the
+               schedule stays primitives; three steps (the warm-up and the decay move) equal
+               jax.jit's"""
+    opt = SCHEDULES[name]()
+    p = _params(big=True)
+    s = opt.init(p)
+    graph = recognize(rlx_jax.trace(_step(opt), p, s, _grads(p, 0)))
+    nodes = [n for n in graph.nodes if n.kind is K.AdamUpdate]
+    assert len(nodes) == 1 and nodes[0].attrs["lr"] is None
+    assert nodes[0].inputs[1].shape == () and nodes[0].inputs[1].dtype == np.float32
+    assert len(nodes[0].inputs) == 2 + 4 * len(p)
+    _steps_equal_jax(opt, backend, p, s, seeds=(30, 31, 32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scheduled_single_node_matches_reference(backend):
+    """AdamUpdate with its step size as an operand (lr None), native or decomposed."""
+    from rlx_jax.backends.base import all_backends, kept_kinds
+    from rlx_jax.ir.reference import evaluate
+    from rlx_jax.passes.legalize import legalize
+    r = np.random.RandomState(1)
+    shapes = [(3, 4), (5,)]
+    leaves = [r.uniform(-1, 1, sh).astype(np.float32) for _ in range(3) for sh in shapes] + \
+        [r.uniform(0, 1, sh).astype(np.float32) for sh in shapes]
+    args = [np.asarray(3, np.int32), np.asarray(-0.02, np.float32)] + leaves
+    attrs = dict(lr=None, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, weight_decay=0.01)
+    graph, node = single_node_graph(K.AdamUpdate, [(a.shape, a.dtype) for a in args], attrs)
+    be = all_backends()[backend]
+    legal = legalize(graph, kept_kinds(be), backend=backend)
+    got, want = be.lower(legal, name="adam")(*args), evaluate(node, *args)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=RTOL, atol=ATOL)

@@ -5,10 +5,12 @@ AdamUpdate is one step of `optax.adam(lr, b1, b2, eps, eps_root)` (or of `optax.
 its `weight_decay`) followed by `optax.apply_updates`, over a group of k parameter leaves that
 share the step count:
 
-    operands  count (int32 scalar: the state's count before the step), p_1..p_k, g_1..g_k,
-              mu_1..mu_k, nu_1..nu_k (each leaf's p, g, mu and nu of one shape and float dtype)
+    operands  count (int32 scalar: the state's count before the step), [step: the float32
+              step size, when lr is None], p_1..p_k, g_1..g_k, mu_1..mu_k, nu_1..nu_k (each
+              leaf's p, g, mu and nu of one shape and float dtype)
     attrs     lr, b1, b2, eps, eps_root, weight_decay (Python floats, as passed to optax;
-              weight_decay 0.0 for adam)
+              weight_decay 0.0 for adam); lr None: a learning-rate schedule, whose step size
+              -schedule(count) the program computes and passes as `step`
     results   count', p'_1..p'_k, mu'_1..mu'_k, nu'_1..nu'_k
 
 with optax's own formulas, operation for operation (so the rounding is the same):
@@ -18,22 +20,27 @@ with optax's own formulas, operation for operation (so the rounding is the same)
     u      = (mu' / (1 - b1^count')) / (sqrt(nu' / (1 - b2^count') + eps_root) + eps)
     p'     = p + (-lr)·u                         (adam)
     p'     = p + (-lr)·(u + weight_decay·p)      (adamw: weight_decay > 0)
+    p'     = p + step·(...)                      (a schedule: lr None; step in the leaf's dtype)
 """
 import jax.numpy as jnp
 
 from .ops import OpKind as K
 
 
-def adam_leaves(operands):
-    """(count, ps, gs, mus, nus) of an AdamUpdate's operands."""
+def adam_leaves(operands, lr):
+    """(count, step, ps, gs, mus, nus) of an AdamUpdate's operands (step: the step size
+    operand of a scheduled one, None when lr is an attribute)."""
     count, rest = operands[0], operands[1:]
+    step = None
+    if lr is None:
+        step, rest = rest[0], rest[1:]
     k = len(rest) // 4
-    return (count,) + tuple(tuple(rest[i * k:(i + 1) * k]) for i in range(4))
+    return (count, step) + tuple(tuple(rest[i * k:(i + 1) * k]) for i in range(4))
 
 
 def adam_update(count, *leaves, lr, b1, b2, eps, eps_root, weight_decay=0.0):
     """AdamUpdate (module docstring): (count', *p', *mu', *nu')."""
-    _, ps, gs, mus, nus = adam_leaves((count,) + leaves)
+    _, size, ps, gs, mus, nus = adam_leaves((count,) + leaves, lr)
     top = jnp.iinfo(count.dtype).max
     step = jnp.where(count < top, count + 1, top)
     mu = [(1 - b1) * g + b1 * m for g, m in zip(gs, mus)]
@@ -44,7 +51,7 @@ def adam_update(count, *leaves, lr, b1, b2, eps, eps_root, weight_decay=0.0):
         u = (m / bc1.astype(m.dtype)) / (jnp.sqrt(v / bc2.astype(v.dtype) + eps_root) + eps)
         if weight_decay:
             u = u + weight_decay * p
-        new_p.append(p + (-lr) * u)
+        new_p.append(p + ((-lr) * u if size is None else size.astype(p.dtype) * u))
     return (step, *new_p, *mu, *nu)
 
 

@@ -14,9 +14,12 @@ written with more digits than float32 keeps does not match, and is left as it is
 The exact match also finds the leaf's mu', nu' and count' in the user's graph. Leaves with the
 same count', hyperparameters and dtype form one group: a single AdamUpdate node replaces all of
 their p', mu', nu' and the shared count', emitted where the first of them was (every operand of
-the group must exist there, as it does when the update follows the whole gradient). Anything
-else, a learning-rate schedule, `eps_root` other than 0, a weight-decay mask, a `mu_dtype`,
-is not this formula and stays in primitives. `optax.adamw` (its weight decay added to the
+the group must exist there, as it does when the update follows the whole gradient). With a
+learning-rate schedule (`optax.adam(optax.warmup_cosine_decay_schedule(...))`, any schedule)
+optax computes the step size -schedule(count) once per update from the schedule's own count;
+that scalar, whatever computes it, becomes the node's operand (lr=None) and the schedule stays
+in primitives. Anything else, `eps_root` other than 0, a weight-decay mask, a `mu_dtype`, is
+not this formula and stays in primitives. `optax.adamw` (its weight decay added to the
 direction before the learning rate, mask=None) is the same kind with `weight_decay`.
 """
 import numpy as np
@@ -28,6 +31,7 @@ from .patterns import Matcher, Reference, signature, variables
 
 MARKERS = {"nlr": 0.0123, "b1": 0.8765, "b2": 0.98765, "eps": 3.21e-7}
 WD_MARKER = {"wd": 0.0345}                      # adamw's weight_decay
+SCHEDULED = {k: v for k, v in MARKERS.items() if k != "nlr"}   # the step size is an operand
 
 
 def _optax_adam_leaf(p, g, mu, nu, count, *, nlr, b1, b2, eps, wd=None):
@@ -43,10 +47,31 @@ def _optax_adam_leaf(p, g, mu, nu, count, *, nlr, b1, b2, eps, wd=None):
     return optax.apply_updates(p, updates), adam.mu, adam.nu, adam.count
 
 
-def _example(dtype):
+def _optax_adam_schedule_leaf(p, g, mu, nu, count, step, *, b1, b2, eps, wd=None):
+    """One leaf of optax.adam(schedule, b1, b2, eps) (optax.adamw(schedule, ...,
+    weight_decay=wd) when wd is given) + apply_updates, with `step` the step size optax's
+    scale_by_learning_rate computes once per update from the schedule's own count
+    (-schedule(count)): (p', mu', nu', count'). Whatever computes the step size, the leaf's
+    formula is this one."""
+    import jax
+    import optax
+    parts = [optax.scale_by_adam(b1=b1, b2=b2, eps=eps)]
+    if wd is not None:
+        parts.append(optax.add_decayed_weights(wd))
+    opt = optax.chain(*parts, optax.scale_by_schedule(lambda _: step))
+    state = jax.tree.unflatten(jax.tree.structure(opt.init(p)), [count, mu, nu, count])
+    updates, state = opt.update(g, state, p)
+    adam = state[0]
+    return optax.apply_updates(p, updates), adam.mu, adam.nu, adam.count
+
+
+def _example(dtype, scheduled=False):
     def example(rank):
         leaf = ((3,) * rank, dtype)
-        return {"p": leaf, "g": leaf, "mu": leaf, "nu": leaf, "count": ((), np.int32)}
+        out = {"p": leaf, "g": leaf, "mu": leaf, "nu": leaf, "count": ((), np.int32)}
+        if scheduled:
+            out["step"] = ((), np.float32)
+        return out
     return example
 
 
@@ -57,12 +82,21 @@ def _fill(bound):
 # float32 leaves (mixed-precision training keeps float32 master weights). In a bfloat16 or
 # float16 leaf's formula b1 is both a float32 constant (its bias correction) and a rounded
 # 16-bit one, so one pattern variable cannot stand for it: such leaves stay primitives.
+_TRIGGER = {(K.Activation, "sqrt"), (K.Binary, "pow")}
 ADAMS = tuple(Reference(name, _optax_adam_leaf, ("p", "g", "mu", "nu", "count"),
                         _example(np.float32), fill=_fill, params=params, ranks=(1,),
-                        trigger={(K.Activation, "sqrt"), (K.Binary, "pow")})
+                        trigger=_TRIGGER)
               for name, params in (("optax.adam + optax.apply_updates", MARKERS),
                                    ("optax.adamw + optax.apply_updates",
-                                    {**MARKERS, **WD_MARKER})))
+                                    {**MARKERS, **WD_MARKER}))) + tuple(
+    # a learning-rate schedule (any: optax.warmup_cosine_decay_schedule, ...): the step size
+    # is an operand, computed by the user's program from the schedule's count
+    Reference(name, _optax_adam_schedule_leaf, ("p", "g", "mu", "nu", "count", "step"),
+              _example(np.float32, True), fill=_fill, params=params, ranks=(1,),
+              trigger=_TRIGGER)
+    for name, params in (("optax.adam(schedule) + optax.apply_updates", SCHEDULED),
+                         ("optax.adamw(schedule) + optax.apply_updates",
+                          {**SCHEDULED, **WD_MARKER})))
 
 
 def decimal(value):
@@ -78,7 +112,8 @@ class Leaf:
         self.p_new, self.mu_new, self.nu_new, self.count_new = outs
 
     def key(self):
-        return (self.count_new.id, tuple(sorted(self.params.items())), self.p_new.dtype)
+        step = self.bound["step"].id if "step" in self.bound else None
+        return (self.count_new.id, step, tuple(sorted(self.params.items())), self.p_new.dtype)
 
 
 def match_leaf(ref, u, template, loose):
@@ -144,10 +179,43 @@ def _graphs(graph):
             yield from _graphs(r)
 
 
+def _hoist_step(g, leaves):
+    """Moves the computation of a scheduled group's step size (the schedule, from its own
+    count) before the group's first result in `g`'s node order, where the AdamUpdate will
+    stand, when it depends on nothing computed after that point (the schedule reads only its
+    count): the order of independent nodes does not change what the graph computes."""
+    step = leaves[0].bound["step"]
+    pos = {id(n): i for i, n in enumerate(g.nodes)}
+    outs = [v for lf in leaves for v in (lf.p_new, lf.mu_new, lf.nu_new, lf.count_new)]
+    if step.node is None or id(step.node) not in pos or any(id(v.node) not in pos
+                                                             for v in outs):
+        return
+    first = min(pos[id(v.node)] for v in outs)
+    if pos[id(step.node)] < first:
+        return
+    cone, todo = set(), [step.node]
+    while todo:
+        n = todo.pop()
+        if id(n) in cone or pos.get(id(n), -1) < first:
+            continue
+        if id(n) not in pos or n in {v.node for v in outs}:
+            return                       # computed elsewhere, or from the group's results
+        cone.add(id(n))
+        todo.extend(v.node for v in n.inputs if v.node is not None)
+    moved = [n for n in g.nodes[first:] if id(n) in cone]
+    g.nodes[first:] = moved + [n for n in g.nodes[first:] if id(n) not in cone]
+
+
 def recognize_optimizers(graph):
     """`graph` with each group of optax Adam leaves replaced by one AdamUpdate node; groups are
     found in each region on its own (value ids are unique across regions)."""
-    groups = [grp for g in _graphs(graph) for grp in find_groups(g)]
+    groups = []
+    for g in _graphs(graph):
+        found = find_groups(g)
+        for leaves in found:
+            if "step" in leaves[0].bound:
+                _hoist_step(g, leaves)
+        groups += found
     if not groups:
         return graph
     slots = {}                                 # user value id -> (group, result index)
@@ -167,8 +235,9 @@ def recognize_optimizers(graph):
             return None
         if gi not in made:
             leaves = groups[gi]
-            olds = [leaves[0].bound["count"]] + [lf.bound[name] for name in ("p", "g", "mu", "nu")
-                                                 for lf in leaves]
+            scheduled = "step" in leaves[0].bound
+            olds = [leaves[0].bound["count"]] + ([leaves[0].bound["step"]] if scheduled else [])
+            olds += [lf.bound[name] for name in ("p", "g", "mu", "nu") for lf in leaves]
             try:
                 operands = [b.value_of(v) for v in olds]
             except KeyError:                   # an operand is computed later: leave the group
@@ -176,8 +245,8 @@ def recognize_optimizers(graph):
                 return None
             p = leaves[0].params
             made[gi] = b.add(K.AdamUpdate, operands, {
-                "lr": -p["nlr"], "b1": p["b1"], "b2": p["b2"], "eps": p["eps"],
-                "eps_root": 0.0, "weight_decay": p.get("wd", 0.0)})
+                "lr": None if scheduled else -p["nlr"], "b1": p["b1"], "b2": p["b2"],
+                "eps": p["eps"], "eps_root": 0.0, "weight_decay": p.get("wd", 0.0)})
         return made[gi][index]
     new, count = rewrite(graph, replace, "recognising optimizer updates")
     return dce(new).verify() if count else graph

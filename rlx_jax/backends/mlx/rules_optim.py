@@ -12,7 +12,7 @@ from .table import highest, mlx_rule
 def _adam_update(ctx, node, count, *leaves):
     a = node.attrs
     b1, b2, lr, eps, eps_root = a["b1"], a["b2"], a["lr"], a["eps"], a["eps_root"]
-    _, ps, gs, mus, nus = adam_leaves((count,) + leaves)
+    _, size, ps, gs, mus, nus = adam_leaves((count,) + leaves, lr)
     top = highest(count.dtype)
     step = mx.where(count < top, count + 1, mx.array(top, dtype=count.dtype))
     # JAX computes b ** count' in float32 (float64 for float64 leaves), then casts to the leaf's
@@ -30,7 +30,7 @@ def _adam_update(ctx, node, count, *leaves):
         u = (m / bc1.astype(m.dtype)) / (mx.sqrt(vhat) + eps)
         if a["weight_decay"]:
             u = u + a["weight_decay"] * p
-        new_p.append(p + (-lr) * u)
+        new_p.append(p + ((-lr) * u if size is None else size.astype(p.dtype) * u))
         new_mu.append(m)
         new_nu.append(v)
     return (step, *new_p, *new_mu, *new_nu)

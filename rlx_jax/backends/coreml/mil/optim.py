@@ -30,7 +30,7 @@ def _corrections(ctx, count, a):
                            for b in ("b1", "b2"))
 
 
-def _chain(ctx, a, p, g, mu, nu, bc1, bc2):
+def _chain(ctx, a, p, g, mu, nu, bc1, bc2, size=None):
     """(p', mu', nu') of one leaf or one batch of leaves: optax's formulas, 14 ops (16 with
     adamw's weight decay)."""
     mb = ctx.mb
@@ -46,7 +46,8 @@ def _chain(ctx, a, p, g, mu, nu, bc1, bc2):
     u = mb.real_div(x=mb.real_div(x=m, y=bc1), y=den)
     if a["weight_decay"]:
         u = mb.add(x=u, y=mb.mul(x=c(a["weight_decay"]), y=p))
-    return mb.add(x=p, y=mb.mul(x=c(-a["lr"]), y=u)), m, v
+    scale = c(-a["lr"]) if size is None else size       # a schedule's step size, a scalar
+    return mb.add(x=p, y=mb.mul(x=scale, y=u)), m, v
 
 
 def _flat(ctx, var, shape):
@@ -57,34 +58,38 @@ def _unflat(ctx, var, shape):
     return var if len(shape) == 1 else ctx.mb.reshape(x=var, shape=ctx.ints(shape))
 
 
-def _batched(ctx, a, leaves, shapes, bc):
+def _batched(ctx, a, leaves, shapes, bc, size):
     """Results (p', mu', nu') per leaf of the leaves updated in one batch."""
     mb = ctx.mb
     if len(shapes) == 1:
-        return [_chain(ctx, a, *leaves[0], *bc)]
+        return [_chain(ctx, a, *leaves[0], *bc, size)]
     sizes = [int(np.prod(s)) for s in shapes]
     cat = [mb.concat(values=[_flat(ctx, leaf[i], s) for leaf, s in zip(leaves, shapes)], axis=0)
            for i in range(4)]
-    outs = [mb.split(x=r, split_sizes=ctx.ints(sizes), axis=0) for r in _chain(ctx, a, *cat, *bc)]
+    outs = [mb.split(x=r, split_sizes=ctx.ints(sizes), axis=0)
+            for r in _chain(ctx, a, *cat, *bc, size)]
     return [tuple(_unflat(ctx, out[j], s) for out in outs) for j, s in enumerate(shapes)]
 
 
 @mil_rule(K.AdamUpdate)
 def _adam_update(ctx, node, count, *operands):
     a = node.attrs
-    _, ps, gs, mus, nus = adam_leaves((count,) + operands)
+    _, size, ps, gs, mus, nus = adam_leaves((count,) + operands, a["lr"])
     step, bc1, bc2 = _corrections(ctx, count, a)
     dtype = mil_dtype_name(ctx.np_dtype(ps[0]))       # the float32 corrections, in the leaves'
     bc = tuple(b if dtype == "fp32" else ctx.mb.cast(x=b, dtype=dtype) for b in (bc1, bc2))
-    shapes = [v.shape for v in node.inputs[1:1 + len(ps)]]
+    if size is not None and dtype != "fp32":
+        size = ctx.mb.cast(x=size, dtype=dtype)
+    first = 1 if size is None else 2                  # the leaves' p operands
+    shapes = [v.shape for v in node.inputs[first:first + len(ps)]]
     leaves = list(zip(ps, gs, mus, nus))
     small = [i for i, s in enumerate(shapes) if int(np.prod(s)) <= BATCH_ELEMENTS]
     results = [None] * len(ps)
     if small:
         for i, r in zip(small, _batched(ctx, a, [leaves[i] for i in small],
-                                        [shapes[i] for i in small], bc)):
+                                        [shapes[i] for i in small], bc, size)):
             results[i] = r
     for i in range(len(ps)):
         if results[i] is None:
-            results[i] = _chain(ctx, a, *leaves[i], *bc)
+            results[i] = _chain(ctx, a, *leaves[i], *bc, size)
     return (step,) + tuple(r[j] for j in range(3) for r in results)

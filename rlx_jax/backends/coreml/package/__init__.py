@@ -170,7 +170,7 @@ def import_coremltools():
 
 
 @contextlib.contextmanager
-def _no_progress_bars():
+def no_progress_bars():
     """ct.convert draws a tqdm bar per pass pipeline on stderr; rlx_jax converts quietly
     (the bar is created in coremltools' pass_pipeline module, which imports `tqdm` by name)."""
     from coremltools.converters.mil.mil.passes import pass_pipeline
@@ -199,7 +199,7 @@ def convert(mil_program, options, timings=None):
             pipeline.append_pass(name)
     precision = ct.precision.FLOAT32 if options.precision == "float32" else \
         ct.precision.FLOAT16
-    with package_cache.MIL_LOCK, _no_progress_bars():
+    with package_cache.MIL_LOCK, no_progress_bars():
         model = ct.convert(mil_program.program, convert_to="mlprogram", skip_model_load=True,
                            compute_precision=precision, minimum_deployment_target=options.target,
                            pass_pipeline=pipeline, compute_units=options.ct_units())
