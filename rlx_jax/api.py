@@ -329,6 +329,9 @@ class Jitted:
     def clear_cache(self):
         self._cache.clear()
         self._last = None
+        if self._poly is not None:             # the symbolic traces too
+            self._poly.programs.clear()
+            self._poly.prepared.clear()
         if self._direct:
             self._direct = None
 

@@ -170,3 +170,17 @@ def test_shape_as_value_of_a_symbolic_shape(backend):
         np.testing.assert_array_equal(got, np.asarray(shape))
         assert got.dtype == f(np.ones(shape, np.float32)).dtype
     assert jf.trace_count == 1
+
+
+def test_auto_backend_and_clear_cache():
+    """backend="auto" picks a backend per size's program; clear_cache forgets the symbolic
+    trace too (the next call traces again)."""
+    def f(x):
+        return jnp.sin(x) * x.shape[0]
+    jf = rlx_jax.jit(f, backend="auto", polymorphic_shapes="n")
+    for n in (3, 5):
+        _close(jf(np.ones(n, np.float32)), f(np.ones(n, np.float32)), 1e-6)
+    assert jf.trace_count == 1
+    jf.clear_cache()
+    _close(jf(np.ones(4, np.float32)), f(np.ones(4, np.float32)), 1e-6)
+    assert jf.trace_count == 2
