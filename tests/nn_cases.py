@@ -78,6 +78,7 @@ KIND_CASES = [
     kind_case("ada_layer_norm", K.AdaLayerNorm, (f(*X), f(2, D), f(2, D)), dict(eps=1e-6)),
     kind_case("ada_bwd", K.AdaLayerNormBackward, (f(*X), f(2, D), f(*X)), dict(eps=1e-6)),
     kind_case("gated_residual", K.GatedResidual, (f(*X), f(2, D), f(*X)), {}),
+    kind_case("lora_matmul", K.LoraMatMul, (f(*X), f(D, 6), f(D, 3), f(3, 6)), {"scale": 0.5}),
     kind_case("gated_bwd", K.GatedResidualBackward, (f(2, D), f(*X), f(*X)), {}),
     kind_case("maxpool_bwd_tiling", K.MaxPool2dBackward, (f(2, 8, 8, 3), f(2, 4, 4, 3)), POOL),
     kind_case("maxpool_bwd_overlap", K.MaxPool2dBackward, (f(2, 7, 7, 3), f(2, 3, 3, 3)),

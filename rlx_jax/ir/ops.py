@@ -56,6 +56,7 @@ class OpKind(enum.Enum):
     Rope = "Rope"
     AdaLayerNorm = "AdaLayerNorm"
     GatedResidual = "GatedResidual"
+    LoraMatMul = "LoraMatMul"
     SoftmaxCrossEntropyWithLogits = "SoftmaxCrossEntropyWithLogits"
     # autodiff backward
     ReluBackward = "ReluBackward"
@@ -192,10 +193,11 @@ HOST_ONLY = frozenset({OpKind.HostPrimitive})
 # Control flow: nodes that carry regions (Node.regions), re-emitted as lax control flow by xla.
 CONTROL = frozenset({OpKind.If, OpKind.While, OpKind.Scan})
 
-# High-level forward kinds produced by rlx_jax.nn primitives.
+# High-level forward kinds produced by rlx_jax.nn primitives (LoraMatMul: by recognition only).
 FORWARD = frozenset({
     OpKind.Softmax, OpKind.LogSoftmax, OpKind.LayerNorm, OpKind.RmsNorm, OpKind.GroupNorm, OpKind.Attention,
     OpKind.Rope, OpKind.AdaLayerNorm, OpKind.GatedResidual,
+    OpKind.LoraMatMul,
     OpKind.SoftmaxCrossEntropyWithLogits,
 })
 

@@ -136,6 +136,14 @@ reference(K.Cast)(lambda x, *, dtype: lax.convert_element_type(x, dtype))
 reference(K.Bitcast)(lambda x, *, dtype: lax.bitcast_convert_type(x, dtype))
 reference(K.ReducePrecision)(lambda x, *, exponent_bits, mantissa_bits: lax.reduce_precision(
     x, exponent_bits, mantissa_bits))
+@reference(K.LoraMatMul)
+def lora_matmul(x, w, a, b, *, scale):
+    """A LoRA layer (recognized, passes/pattern_refs.py): x·W + (x·A·B)·scale, with x[..., D],
+    W[D, N], A[D, R], B[R, N]; scale 1.0 where the formula has none (no multiply)."""
+    low = (x @ a) @ b
+    return x @ w + (low if scale == 1.0 else low * scale)
+
+
 reference(K.DimSize)(lambda *, dim, dtype: jnp.asarray(_core.dimension_as_value(dim), dtype))
 reference(K.Iota)(lambda *, dtype, shape, dimension: lax.broadcasted_iota(dtype, shape, dimension))
 

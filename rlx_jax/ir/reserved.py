@@ -31,8 +31,6 @@ RESERVED = {
     "TransformRegion": _FUSION + " (a chain of shape ops)",
     "BatchElementwiseRegion": _FUSION + " (an elementwise chain over a batch)",
     # contraction
-    "LoraMatMul": "LoRA layers, `x @ W + (x @ A) @ B * scale`: a recognizer on the two "
-                  "DotGenerals and the add",
     "GroupedMatMul": "`lax.ragged_dot` (mixture-of-experts layers; a HostPrimitive today)",
     "ArgSort": "`jnp.argsort` traces to a two-operand `sort` with an iota, which Sort lowers; a "
                "recognizer for that pair",

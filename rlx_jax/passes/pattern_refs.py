@@ -295,3 +295,23 @@ _pair("eqx_rms_nobias", "eqx_rms_nobias_vjp", "equinox RMSNorm(use_bias=False)",
 # (jax.grad of a log_softmax alone has no log: its backward reads only exp(x - max))
 _pair("log_softmax", "log_softmax_vjp", "jax.nn.log_softmax", jax.nn.log_softmax, "x", 1,
       lambda r: _x(r, "x", "dy"), _vec(""), trigger={(K.Activation, "exp")})
+
+
+# ---- LoRA: x @ W + (x @ A @ B) * scale (and without the scale), x of rank 2 or 3 ----
+LORA_SCALE = 0.76543211          # the marker of the LoRA scale in the template
+
+
+def _lora(x, w, a, b, *, scale=None):
+    low = x @ a @ b
+    return (x @ w + (low if scale is None else low * scale),)
+
+
+def _lora_example(rank):
+    return {"x": (LEAD[:rank - 1] + (5,), F32), "w": ((5, 6), F32), "a": ((5, 2), F32),
+            "b": ((2, 6), F32)}
+
+
+for _key, _params in (("lora", {"scale": LORA_SCALE}), ("lora_noscale", {})):
+    R[_key] = Reference(f"LoRA x @ W + (x @ A @ B){' * scale' if _params else ''}", _lora,
+                        ("x", "w", "a", "b"), _lora_example, params=_params, ranks=(2, 3),
+                        trigger={(K.DotGeneral, None)})

@@ -190,6 +190,14 @@ GN_FWD, GN_DX = _group(K.GroupNorm, "xgb"), _group(K.GroupNormBackwardInput, ("x
 GN_DG = _group(K.GroupNormBackwardGamma, ("x", "dy"))
 
 
+def _lora(b, o, p, root):
+    """LoraMatMul where W, A, B are matrices chained as x·W and x·A·B."""
+    x, w, a, bb = o["x"], o["w"], o["a"], o["b"]
+    if not (w.ndim == a.ndim == bb.ndim == 2 and x.ndim >= 1):
+        return None
+    return emit(b, K.LoraMatMul, (x, w, a, bb), {"scale": float(p.get("scale", 1.0))})
+
+
 # reference, output, replacement; tried in this order at a node of the root's kind
 PATTERNS = [
     *_attn_family("attn", "attn_vjp"),
@@ -222,4 +230,6 @@ PATTERNS = [
     *_fwd_bwd("gn_noaffine", "gn_noaffine_vjp", GN_FWD, GN_DX),
     *_fwd_bwd("eqx_rms", "eqx_rms_vjp", _norm(K.RmsNorm, "xgb", has_beta=True), RMS_DX, RMS_DG),
     *_fwd_bwd("eqx_rms_nobias", "eqx_rms_nobias_vjp", RMS_FWD, RMS_DX, RMS_DG),
+    Pattern(R["lora"], 0, _lora),
+    Pattern(R["lora_noscale"], 0, _lora),
 ]

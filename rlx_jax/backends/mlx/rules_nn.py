@@ -113,6 +113,14 @@ def _ada_layer_norm(ctx, node, x, shift, scale):
 mlx_rule(K.GatedResidual)(lambda ctx, node, x, gate, y: x + gate[:, None] * y)
 
 
+@mlx_rule(K.LoraMatMul)
+def _lora_matmul(ctx, node, x, w, a, b):
+    """x·W + (x·A·B)·scale: three matmuls (the rank-R product first) and one fused add."""
+    low = mx.matmul(mx.matmul(x, a), b)
+    scale = node.attrs["scale"]
+    return mx.matmul(x, w) + (low if scale == 1.0 else low * scale)
+
+
 @mlx_rule(K.SoftmaxCrossEntropyWithLogits)
 def _sce(ctx, node, logits, labels):
     lse = mx.logsumexp(logits, axis=1)

@@ -1,7 +1,8 @@
 """Decompositions of the normalizations (forward and backward) into primitive IR."""
 from ...ir.ops import OpKind as K
+from ...ir.reference import lora_matmul
 from . import decomp
-from .formulas import centered_grad, lift, mean, normalize, rows_sum, vec
+from .formulas import centered_grad, inline, lift, mean, normalize, rows_sum, vec
 
 
 @decomp(K.LayerNorm)
@@ -108,3 +109,9 @@ def _gated_residual(b, node, x, gate, y):
 def _gated_backward(b, node, gate, y, dout):
     dgate = b.reduce("sum", b.binary("mul", dout, y), (1,))
     return dgate, b.binary("mul", lift(b, gate, (0, 2), 3), dout)
+
+
+@decomp(K.LoraMatMul)
+def _lora_matmul(b, node, x, w, a, bb):
+    """Its three matmuls, the scale and the add (ir/reference.py's formula)."""
+    return inline(b, lora_matmul, (x, w, a, bb), **node.attrs)

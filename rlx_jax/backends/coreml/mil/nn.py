@@ -194,6 +194,17 @@ def _gated_residual(ctx, node, x, gate, y):
     return ctx.mb.add(x=x, y=ctx.mb.mul(x=per_sample(ctx, gate), y=y))
 
 
+@mil_rule(K.LoraMatMul)
+def _lora_matmul(ctx, node, x, w, a, b):
+    """x·W + (x·A·B)·scale: three matmuls (the rank-R product first), a mul, an add (4-5
+    ops)."""
+    mb, scale = ctx.mb, node.attrs["scale"]
+    low = mb.matmul(x=mb.matmul(x=x, y=a), y=b)
+    if scale != 1.0:
+        low = mb.mul(x=low, y=ctx.like(scale, low))
+    return mb.add(x=mb.matmul(x=x, y=w), y=low)
+
+
 @mil_rule(K.GatedResidualBackward, claim=NATIVE_BACKWARD)
 def _gated_backward(ctx, node, gate, y, dout):
     mb = ctx.mb
