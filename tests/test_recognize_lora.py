@@ -22,10 +22,15 @@ FORMS = {                      # form -> (function of x, w, a, b; the op counts 
     "no_scale": (lambda x, w, a, b: x @ w + x @ a @ b, {"LoraMatMul": 1}),
     "rank_2": (lambda x, w, a, b: x[0] @ w + (x[0] @ a @ b) * 2.0,
                {"DotGeneral": 3, "Binary": 2, "Slice": 2, "Reshape": 2}),   # x[0] taken twice
-    # near misses: A·B merged first (another rounding), a bias added between the products
+    # a bias (the dense layer's) before or after the low-rank product: added to the node
+    "bias": (lambda x, w, a, b: x @ w + BIAS + (x @ a @ b) * 0.5,
+             {"LoraMatMul": 1, "Binary": 1, "Expand": 1}),
+    "bias_last": (lambda x, w, a, b: x @ w + (x @ a @ b) * 0.5 + BIAS,
+                  {"LoraMatMul": 1, "Binary": 1, "Expand": 1}),
+    # near misses: A·B merged first (another rounding), the bias inside the low-rank branch
     "merged_ab": (lambda x, w, a, b: x @ w + x @ (a @ b) * 0.5, {"DotGeneral": 3, "Binary": 2}),
-    "bias_between": (lambda x, w, a, b: x @ w + BIAS + (x @ a @ b) * 0.5,
-                     {"DotGeneral": 3, "Binary": 3, "Expand": 1}),
+    "bias_in_branch": (lambda x, w, a, b: x @ w + (x @ a @ b + BIAS) * 0.5,
+                       {"DotGeneral": 3, "Binary": 3, "Expand": 1}),
 }
 
 
@@ -35,7 +40,7 @@ def test_forms_and_near_misses(form):
     assert recognize(rlx_jax.trace(fn, X, W, A, B)).op_counts() == want
 
 
-@pytest.mark.parametrize("form", ["scale_after", "no_scale", "merged_ab"])
+@pytest.mark.parametrize("form", ["scale_after", "no_scale", "bias", "merged_ab"])
 def test_forms_equal_jax(form, backend):
     fn = FORMS[form][0]
     jf = rlx_jax.jit(fn, backend=backend)
@@ -62,3 +67,33 @@ def test_fine_tuning_step_trains_only_a_and_b(backend):
         np.testing.assert_allclose(grads[k], want[k], rtol=1e-4, atol=1e-6)
     # and rlx_jax's gradient of the same step against float32 central differences
     rlx_jax.testing.check_grads(lambda ab: _loss(ab, X, W), (ab,), backend=backend)
+
+
+def test_flax_dense_plus_lora_fine_tuning(backend):
+    """flax nn.Dense (its bias added through a reshape) + a LoRA branch, the dense layer frozen:
+    LoraMatMul plus the bias in the forward, the step equal to jax.jit's."""
+    import flax.linen as nn
+
+    class LoraDense(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            a = self.param("a", nn.initializers.normal(0.2), (x.shape[-1], 4))
+            b = self.param("b", nn.initializers.normal(0.2), (4, 24))
+            return nn.Dense(24)(x) + (x @ a @ b) * 2.0
+
+    model = LoraDense()
+    params = model.init(jax.random.PRNGKey(0), X)["params"]
+    frozen = {"Dense_0": params["Dense_0"]}
+    lora = {"a": params["a"], "b": params["b"]}
+
+    def loss(lora, x):
+        return jnp.mean(model.apply({"params": {**frozen, **lora}}, x) ** 2)
+    step = jax.value_and_grad(loss)
+    assert recognize(rlx_jax.trace(model.apply, {"params": params}, X)).op_counts() == \
+        {"LoraMatMul": 1, "Binary": 1, "Expand": 1}
+    jf = rlx_jax.jit(step, backend=backend)
+    assert (jf.lower(lora, X).op_counts().get("LoraMatMul") == 1) == (backend != "xla")
+    (value, grads), (want_value, want) = jf(lora, X), jax.jit(step)(lora, X)
+    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+    for k in lora:
+        np.testing.assert_allclose(grads[k], want[k], rtol=1e-4, atol=1e-6)

@@ -60,8 +60,9 @@ REACHED = {
     K.Rope: ("rlx_rope", _NN.format("rope")),
     K.AdaLayerNorm: ("rlx_ada_layer_norm", _NN.format("ada_layer_norm")),
     K.GatedResidual: ("rlx_gated_residual", _NN.format("gated_residual")),
-    K.LoraMatMul: ("", "a LoRA layer, `x @ W + (x @ A @ B) * scale` (or without the scale), "
-                       "recognized (passes/pattern_refs.py)"),
+    K.LoraMatMul: ("", "a LoRA layer, `x @ W + (x @ A @ B) * scale` (or without the scale; "
+                       "with a bias, flax `nn.Dense(x) + ...`), recognized "
+                       "(passes/pattern_refs.py)"),
     K.SoftmaxCrossEntropyWithLogits: (
         "rlx_softmax_cross_entropy_with_logits",
         _NN.format("softmax_cross_entropy_with_logits") + "; "

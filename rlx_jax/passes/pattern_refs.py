@@ -297,21 +297,40 @@ _pair("log_softmax", "log_softmax_vjp", "jax.nn.log_softmax", jax.nn.log_softmax
       lambda r: _x(r, "x", "dy"), _vec(""), trigger={(K.Activation, "exp")})
 
 
-# ---- LoRA: x @ W + (x @ A @ B) * scale (and without the scale), x of rank 2 or 3 ----
+# ---- LoRA: x @ W [+ bias] + (x @ A @ B) * scale (and without the scale), x of rank 2 or 3:
+# the bias form is flax's nn.Dense(x) + the low-rank product ----
 LORA_SCALE = 0.76543211          # the marker of the LoRA scale in the template
 
 
-def _lora(x, w, a, b, *, scale=None):
+def _lora(x, w, a, b, *bias, scale=None):
     low = x @ a @ b
-    return (x @ w + (low if scale is None else low * scale),)
+    dense = x @ w + bias[0] if bias else x @ w
+    return (dense + (low if scale is None else low * scale),)
+
+
+def _lora_flax(x, w, a, b, bias, *, scale=None):
+    """flax nn.Dense (its own code: the bias added through a reshape) + the low-rank product."""
+    import flax.linen as nn
+    dense = nn.Dense(w.shape[1]).apply({"params": {"kernel": w, "bias": bias}}, x)
+    low = x @ a @ b
+    return (dense + (low if scale is None else low * scale),)
 
 
 def _lora_example(rank):
     return {"x": (LEAD[:rank - 1] + (5,), F32), "w": ((5, 6), F32), "a": ((5, 2), F32),
-            "b": ((2, 6), F32)}
+            "b": ((2, 6), F32), "bias": ((6,), F32)}
 
 
-for _key, _params in (("lora", {"scale": LORA_SCALE}), ("lora_noscale", {})):
-    R[_key] = Reference(f"LoRA x @ W + (x @ A @ B){' * scale' if _params else ''}", _lora,
-                        ("x", "w", "a", "b"), _lora_example, params=_params, ranks=(2, 3),
-                        trigger={(K.DotGeneral, None)})
+for _key, _fn, _params, _inputs in (
+        ("lora", _lora, {"scale": LORA_SCALE}, "xwab"),
+        ("lora_noscale", _lora, {}, "xwab"),
+        ("lora_bias", _lora, {"scale": LORA_SCALE}, "xwab+"),
+        ("lora_bias_noscale", _lora, {}, "xwab+"),
+        ("lora_flax", _lora_flax, {"scale": LORA_SCALE}, "xwab+"),
+        ("lora_flax_noscale", _lora_flax, {}, "xwab+")):
+    R[_key] = Reference(
+        f"LoRA {'flax nn.Dense(x)' if _fn is _lora_flax else 'x @ W'}"
+        f"{' + bias' if _fn is _lora and '+' in _inputs else ''} + (x @ A @ B)"
+        f"{' * scale' if _params else ''}", _fn,
+        ("x", "w", "a", "b") + (("bias",) if "+" in _inputs else ()), _lora_example,
+        params=_params, ranks=(2, 3), trigger={(K.DotGeneral, None)})

@@ -191,11 +191,17 @@ GN_DG = _group(K.GroupNormBackwardGamma, ("x", "dy"))
 
 
 def _lora(b, o, p, root):
-    """LoraMatMul where W, A, B are matrices chained as x·W and x·A·B."""
+    """LoraMatMul where W, A, B are matrices chained as x·W and x·A·B; a bias (flax Dense's)
+    is added to its result, broadcast as the formula does."""
     x, w, a, bb = o["x"], o["w"], o["a"], o["b"]
     if not (w.ndim == a.ndim == bb.ndim == 2 and x.ndim >= 1):
         return None
-    return emit(b, K.LoraMatMul, (x, w, a, bb), {"scale": float(p.get("scale", 1.0))})
+    out = emit(b, K.LoraMatMul, (x, w, a, bb), {"scale": float(p.get("scale", 1.0))})
+    if "bias" in o:
+        if o["bias"].shape != out.shape[-1:]:
+            return None
+        out = b.binary("add", out, b.expand(o["bias"], out.shape))
+    return out
 
 
 # reference, output, replacement; tried in this order at a node of the root's kind
@@ -232,4 +238,6 @@ PATTERNS = [
     *_fwd_bwd("eqx_rms_nobias", "eqx_rms_nobias_vjp", RMS_FWD, RMS_DX, RMS_DG),
     Pattern(R["lora"], 0, _lora),
     Pattern(R["lora_noscale"], 0, _lora),
+    *[Pattern(R[k], 0, _lora) for k in ("lora_bias", "lora_bias_noscale", "lora_flax",
+                                         "lora_flax_noscale")],
 ]
