@@ -272,3 +272,42 @@ def test_a_float0_constant_result_is_handed_back_by_the_host(backend):
     placed = f.lower(x).placement()
     assert not placed.device_only == (backend != "xla")
     assert (K.Constant in [n.kind for n, _ in placed.host_ops()]) == (backend != "xla")
+
+
+def _dot_statements(text):
+    """(node ids with their attribute text, edges (src, dst, attribute text), cluster labels)
+    of the DOT text to_dot writes: one statement a line, braces balanced."""
+    import re
+    assert text.startswith("digraph ") and text.count("{") == text.count("}")
+    nodes, edges, clusters = {}, [], []
+    for line in text.splitlines():
+        line = line.strip()
+        if m := re.fullmatch(r"(\w+) -> (\w+)(?: \[(.*)\])?;", line):
+            edges.append(m.groups())
+        elif m := re.fullmatch(r"(\w+) \[(.*)\];", line):
+            if m.group(1) not in ("node", "edge"):
+                assert m.group(1) not in nodes, f"{m.group(1)} declared twice"
+                nodes[m.group(1)] = m.group(2)
+        elif m := re.fullmatch(r'label="([^"]*)"; style=filled; color="[^"]*";', line):
+            clusters.append(m.group(1))
+    return nodes, edges, clusters
+
+
+def test_placement_as_dot_names_every_segment_and_crossing():
+    """Given:  the bitwise op between two device segments on Core ML
+       Result: DOT with one cluster per segment (its placement and backend), every edge
+               between declared nodes, the host op's reason, and one bold labelled edge per
+               value crossing into another segment"""
+    _needs("coreml")
+    placed = rlx_jax.jit(bitwise_middle, backend="coreml").lower(X, W).placement()
+    nodes, edges, clusters = _dot_statements(placed.to_dot())
+    where = {"device": "device (coreml)", "host": "host (xla)"}
+    assert clusters == [f"segment {s.index}: {where[s.placement]}, {len(s.nodes)} op(s)"
+                        for s in placed.segments]
+    assert all(a in nodes and b in nodes for a, b, _ in edges)
+    host_labels = [label for label in nodes.values() if "Core ML cannot express" in label]
+    assert len(host_labels) == len(placed.host) >= 1
+    crossing = {attrs.split('label="')[1].split(" ")[0] for _, _, attrs in edges
+                if attrs and "style=bold" in attrs}
+    assert crossing == {v.type_str() for s in placed.segments for v in s.reads
+                        if v.node.kind is not K.Input}

@@ -70,6 +70,12 @@ class Placement:
                 return s.index
         return "?"
 
+    def to_dot(self):
+        """The placement as Graphviz DOT text (placement/dot.py): segments as coloured
+        clusters, crossing values as labelled bold edges, recognised kinds double-bordered."""
+        from .dot import to_dot
+        return to_dot(self, _fmt_bytes)
+
     def annotated_text(self):
         """The IR with each node's placement (`Lowered.as_text(level="placement")`)."""
         seg = {id(n): s for s in self.segments for n in s.nodes}
