@@ -2,6 +2,7 @@
 refusals, options, cache. Runs everywhere: on Linux the saved package is executed by the MIL
 reference executor, on macOS by Core ML."""
 import os
+import sys
 
 import coremltools as ct
 import jax
@@ -276,3 +277,35 @@ def test_conv_layouts_are_transposes_around_one_conv():
     assert mil_ops(nchw, xt, wt) == {"conv": 1}
     np.testing.assert_allclose(rlx_jax.jit(nhwc, backend="coreml")(x, w), nhwc(x, w),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_conversion_progress_only_in_a_terminal(monkeypatch, capfd):
+    """coremltools' pass-pipeline bars: off when stderr is not a terminal (the test suite, logs,
+    pipes: nothing printed), on with a delay in a terminal or with RLX_JAX_PROGRESS=1, off with
+    RLX_JAX_PROGRESS=0."""
+    from coremltools.converters.mil.mil.passes import pass_pipeline
+
+    from rlx_jax.backends.coreml.package import PROGRESS_DELAY_S, progress_bars
+    monkeypatch.delenv("RLX_JAX_PROGRESS", raising=False)
+    rlx_jax.jit(lambda x: jnp.tanh(x) * 2, backend="coreml")(f32(3, 5))
+    assert "Running MIL" not in capfd.readouterr().err
+    for setting, shown in (("1", True), ("0", False)):
+        monkeypatch.setenv("RLX_JAX_PROGRESS", setting)
+        with progress_bars():
+            kw = pass_pipeline.tqdm.keywords
+        assert (kw == {"delay": PROGRESS_DELAY_S, "leave": False}) == shown
+        assert kw.get("disable", False) == (not shown)
+    monkeypatch.delenv("RLX_JAX_PROGRESS")
+
+    class Terminal:
+        def isatty(self):
+            return True
+
+        def write(self, text):
+            return len(text)
+
+        def flush(self):
+            pass
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    with progress_bars():
+        assert pass_pipeline.tqdm.keywords == {"delay": PROGRESS_DELAY_S, "leave": False}

@@ -10,6 +10,7 @@ import functools
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -169,13 +170,32 @@ def import_coremltools():
     return coremltools
 
 
+PROGRESS_DELAY_S = 2.0     # a pass pipeline's bar appears once it has run this long
+
+
+def show_progress():
+    """Whether Core ML conversions show coremltools' progress bars: RLX_JAX_PROGRESS=1 always,
+    =0 never, unset ("auto") when stderr is a terminal (never under pytest's capture, in
+    logs or in pipes)."""
+    setting = os.environ.get("RLX_JAX_PROGRESS", "auto").lower()
+    if setting in ("1", "true", "yes", "on"):
+        return True
+    if setting in ("0", "false", "no", "off"):
+        return False
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
 @contextlib.contextmanager
-def no_progress_bars():
-    """ct.convert draws a tqdm bar per pass pipeline on stderr; rlx_jax converts quietly
-    (the bar is created in coremltools' pass_pipeline module, which imports `tqdm` by name)."""
+def progress_bars():
+    """ct.convert draws a tqdm bar per pass pipeline on stderr (created in coremltools'
+    pass_pipeline module, which imports `tqdm` by name). rlx_jax keeps them off, except in a
+    terminal (show_progress), where a pipeline's bar appears once it has run
+    PROGRESS_DELAY_S (tqdm's `delay`) and is cleared when it ends: a long conversion shows
+    progress, a short one prints nothing."""
     from coremltools.converters.mil.mil.passes import pass_pipeline
     bar = pass_pipeline.tqdm
-    pass_pipeline.tqdm = functools.partial(bar, disable=True)
+    pass_pipeline.tqdm = functools.partial(bar, delay=PROGRESS_DELAY_S, leave=False) \
+        if show_progress() else functools.partial(bar, disable=True)
     try:
         yield
     finally:
@@ -199,7 +219,7 @@ def convert(mil_program, options, timings=None):
             pipeline.append_pass(name)
     precision = ct.precision.FLOAT32 if options.precision == "float32" else \
         ct.precision.FLOAT16
-    with package_cache.MIL_LOCK, no_progress_bars():
+    with package_cache.MIL_LOCK, progress_bars():
         model = ct.convert(mil_program.program, convert_to="mlprogram", skip_model_load=True,
                            compute_precision=precision, minimum_deployment_target=options.target,
                            pass_pipeline=pipeline, compute_units=options.ct_units())

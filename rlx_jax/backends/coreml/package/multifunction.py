@@ -41,7 +41,7 @@ def export(export_one, functions, path, default, options):
     import json
 
     import coremltools as ct
-    from . import app, compress, no_progress_bars, save
+    from . import app, compress, progress_bars, save
     from . import cache as package_cache
     options = check(functions, options)
     about = app.pop_metadata(options)
@@ -66,7 +66,7 @@ def export(export_one, functions, path, default, options):
         desc.default_function_name = default
         if os.path.exists(path):
             shutil.rmtree(path)
-        with package_cache.MIL_LOCK, no_progress_bars():
+        with package_cache.MIL_LOCK, progress_bars():
             ct.utils.save_multifunction(desc, os.fspath(path))
         kept = {k: r for k, r in reports.items() if r is not None}
         if about or kept:      # save_multifunction keeps no metadata: written on the result
