@@ -125,3 +125,23 @@ def test_export_a_cnn_with_a_flexible_batch(tmp_path):
         x = _x(n, 8, 8, 3)
         feeds = dict(zip(ex.input_names, [np.asarray(a) for a in jax.tree.leaves(params)] + [x]))
         _close(list(ex(feeds).values())[0], cnn.apply(params, x), 2e-5)
+
+
+SMALL = {   # program, what serves its sizes on Core ML (None: one flexible package)
+    "softmax": (lambda x: jax.nn.softmax(x, axis=-1), None),
+    "cumsum": (lambda x: jnp.cumsum(x, axis=1), "Core ML's lowering of Cumsum takes static"),
+    "reverse": (lambda x: x[:, ::-1], "legalization needs sizes"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_jit_on_coreml_says_why_a_size_gets_its_own_package(name):
+    fn, reason = SMALL[name]
+    jf = rlx_jax.jit(fn, backend="coreml", polymorphic_shapes="b, t",
+                     polymorphic_constraints=["b <= 8", "t <= 64"])
+    for shape in [(2, 5), (3, 9)]:
+        x = _x(*shape)
+        _close(jf(x), jax.jit(fn)(x), 1e-5)
+    assert jf.trace_count == 1
+    got = flexible_reason(jf, x)
+    assert (got is None) if reason is None else (reason in got)
