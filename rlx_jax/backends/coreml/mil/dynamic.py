@@ -127,10 +127,10 @@ def mil_shape(shape, symbols):
 
 
 # The kinds whose MIL rules take symbolic dimensions (their shape operands through `ints` and
-# `size`; with a predicate: on the nodes it accepts), each exercised by tests/test_symbolic.py
-# through a transformer block and its gradient and a CNN; a node of any other kind with a symbolic
-# dimension is refused by name (on the host with fallback="host", or each size gets a program
-# of its own under rlx_jax.jit(polymorphic_shapes=...)).
+# `size`; with a predicate: on the nodes it accepts), each exercised by tests/test_symbolic*.py
+# (a transformer block and its gradient, a CNN, small programs); a node of any other kind with a
+# symbolic dimension is refused by name (on the host with fallback="host", or each size gets a
+# program of its own under rlx_jax.jit(polymorphic_shapes=...)).
 def _unmasked(node):
     """Attention without a causal or bool mask (those are built as constants of the sizes)."""
     return not node.attrs["causal"] and node.attrs["mask_kind"] in ("none", "additive")
@@ -139,7 +139,8 @@ def _unmasked(node):
 SYMBOLIC_KINDS = {k: None for k in (
     K.Constant, K.Activation, K.Binary, K.Compare, K.Where, K.Cast, K.MatMul, K.DotGeneral,
     K.Reduce, K.Reshape, K.Transpose, K.Expand, K.DimSize, K.Softmax, K.LogSoftmax,
-    K.LayerNorm, K.LayerNormBackwardInput, K.LayerNormBackwardGamma, K.Conv, K.Pool)}
+    K.LayerNorm, K.LayerNormBackwardInput, K.LayerNormBackwardGamma, K.Conv, K.Pool,
+    K.Concat, K.Cumsum, K.Reverse)}
 SYMBOLIC_KINDS.update({K.Attention: _unmasked, K.AttentionBackward: _unmasked})
 
 
