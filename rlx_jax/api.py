@@ -8,11 +8,13 @@ import functools
 import inspect
 import threading
 import time
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import jax
 
 from . import options as _options
-from . import distributed, interop, nesting, stages, symbolic
+from . import distributed, interop, methods, nesting, stages, symbolic
 from . import jax_internals
 from .arguments import (FAST_SIGNATURES, PLAIN_ARRAY_TYPES, TracedArgument, function_name,
                         static_args, key_boundary, leaf_names, leaf_signature, out_specs,
@@ -28,7 +30,6 @@ from .stages import RECORDERS, Compiled, Lowered  # noqa: F401 - rlx_jax.api's p
 
 
 _METADATA = ("__module__", "__name__", "__qualname__", "__doc__")
-_LEAF_TYPES = {}   # type -> whether its instances are pytree leaves (method binding)
 _CONFIG = jax_internals.module("config")
 _X64, _trace_context = _CONFIG.enable_x64, _CONFIG.trace_context
 _flatten = jax.tree_util.tree_flatten
@@ -42,7 +43,13 @@ def cache_key(tree, sigs, statics):
     return (tree, sigs, statics, _trace_context())
 
 
-class Jitted:
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Jitted(Generic[P, R]):
+    """What `jit` returns: called like the function it wraps (`P`: its parameters), with the
+    function's result structure (`R`, its leaves as the `output` option gives them)."""
     def __init__(self, fun, backend, static_argnums, static_argnames, options):
         self.fun = fun
         self.backend_name = backend
@@ -72,22 +79,15 @@ class Jitted:
             shapes, self.options.get("polymorphic_constraints"))
 
     def __get__(self, obj, objtype=None):
-        """`@jit` on a method: the instance is the first argument, static (hashed with its
-        __hash__, by identity unless the class defines one) unless it is a pytree node of
-        arrays (a registered pytree class, e.g. a dataclass of parameters)."""
-        if obj is None:
-            return self
-        t = type(obj)
-        leaf = _LEAF_TYPES.get(t)
-        if leaf is None:
-            leaf = _LEAF_TYPES[t] = jax.tree_util.treedef_is_leaf(
-                jax.tree_util.tree_structure(obj))
-        if leaf and 0 not in self.static_argnums:
-            if self._method is None:
-                self._method = Jitted(self.fun, self.backend_name,
-                                      tuple(self.static_argnums | {0}), (), self.options)
-            return _Bound(self._method, obj)
-        return _Bound(self, obj)
+        """`@jit` on a method (methods.py: the instance static unless it is a pytree of
+        arrays)."""
+        return methods.bind(self, obj, self._static_self)
+
+    def _static_self(self):
+        if self._method is None:
+            self._method = Jitted(self.fun, self.backend_name,
+                                  tuple(self.static_argnums | {0}), (), self.options)
+        return self._method
 
     # ---- argument handling ----
     def split_statics(self, args, kwargs):
@@ -214,7 +214,7 @@ class Jitted:
         traced = self._trace(key, args, kwargs)
         return stages.Traced(traced[0], traced[1], lambda: self._lower(key, args, kwargs, traced))
 
-    def lower(self, *args, **kwargs):
+    def lower(self, *args: P.args, **kwargs: P.kwargs) -> "Lowered | symbolic.SymbolicLowered":
         """The Lowered of a call; with jax.ShapeDtypeStructs of symbolic shape (jax.export's),
         a symbolic.SymbolicLowered serving every size."""
         key = self._static_key(args, kwargs)
@@ -252,7 +252,7 @@ class Jitted:
         lowered.fallback = self.options.get("fallback", "host")
         return lowered
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         last = self._last        # the previous call's, when its arguments were plain arrays
         if last is not None and not kwargs and len(args) == last[0]:
             for a, (t, shape, dtype) in zip(args, last[1]):
@@ -355,7 +355,20 @@ class Jitted:
         return Jitted(fun, self.backend_name, (), (), dict(self.options, output=output))
 
 
-def jit(fun=None, *, backend="auto", static_argnums=(), static_argnames=(), **options):
+@overload
+def jit(fun: Callable[P, R], *, backend: str = ..., static_argnums: int | Sequence[int] = ...,
+        static_argnames: str | Sequence[str] = ..., **options: Any) -> Jitted[P, R]: ...
+
+
+@overload
+def jit(fun: None = None, *, backend: str = ..., static_argnums: int | Sequence[int] = ...,
+        static_argnames: str | Sequence[str] = ...,
+        **options: Any) -> Callable[[Callable[P, R]], Jitted[P, R]]: ...
+
+
+def jit(fun: Callable[P, R] | None = None, *, backend: str = "auto",
+        static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
+        **options: Any) -> Jitted[P, R] | Callable[[Callable[P, R]], Jitted[P, R]]:
     """Compiles `fun` for an Apple ML backend ("mlx", "coreml"), the reference "xla", or "auto".
 
     Usable as `@jit`, `@jit(backend=...)` or `jit(fun, ...)`. Options are passed to the backend
@@ -371,21 +384,6 @@ def jit(fun=None, *, backend="auto", static_argnums=(), static_argnames=(), **op
     if not callable(fun):
         raise BadArgumentError(f"jit expects a function, got {type(fun).__name__}")
     return Jitted(fun, backend, static_argnums, static_argnames, options)
-
-
-class _Bound:
-    """A jitted method bound to an instance (what `Jitted.__get__` returns)."""
-
-    def __init__(self, jitted, obj):
-        self._jitted, self._obj = jitted, obj
-        self.__wrapped__ = jitted.__wrapped__
-        self.__name__ = jitted.__name__
-
-    def __call__(self, *args, **kwargs):
-        return self._jitted(self._obj, *args, **kwargs)
-
-    def lower(self, *args, **kwargs):
-        return self._jitted.lower(self._obj, *args, **kwargs)
 
 
 __all__ = ["jit", "Jitted", "Lowered", "Compiled", "RlxError"]

@@ -4,6 +4,8 @@ compressed (package/compress.py); with an app's metadata (package/app.py)."""
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -15,7 +17,8 @@ from .placement import raise_host
 from .symbolic import SymbolicLowered
 
 
-def export_coreml(fun, *args, path, **options):
+def export_coreml(fun: Callable[..., Any] | dict[str, tuple[Callable[..., Any], tuple[Any, ...]]],
+                  *args: Any, path: str | os.PathLike[str], **options: Any) -> str:
     """Saves `fun` traced at `args` as a Core ML .mlpackage at `path` (returns the path).
 
     Model inputs/outputs are named after the argument / result pytree paths, e.g.

@@ -11,8 +11,13 @@ itself is still traced under the user's rules (api.py traces it outside of these
 """
 import contextlib
 import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import jax
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @contextlib.contextmanager
@@ -22,10 +27,10 @@ def own_numpy_rules():
         yield
 
 
-def with_own_numpy_rules(fn):
+def with_own_numpy_rules(fn: Callable[P, R]) -> Callable[P, R]:
     """`fn` run under own_numpy_rules()."""
     @functools.wraps(fn)
-    def run(*args, **kwargs):
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
         with own_numpy_rules():
             return fn(*args, **kwargs)
     return run

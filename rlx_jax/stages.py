@@ -5,6 +5,7 @@ are rlx_jax's IR or the backend's program, never StableHLO (`lowered_text`); the
 memory estimates are in analysis.py.
 """
 import time
+from typing import Any
 
 import jax
 
@@ -87,7 +88,7 @@ class Lowered:
         return self._backend_program
 
     @with_own_numpy_rules
-    def compile(self):
+    def compile(self) -> "Compiled":
         t0 = time.perf_counter()
         opts = {k: v for k, v in self.options.items() if k != "output"}
         if self._placement.device_only:
@@ -160,7 +161,7 @@ class Compiled:
         """analysis.MemoryAnalysis: argument, output, temporary and constant bytes of the IR."""
         return analysis.memory_analysis(self.lowered.legalized)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
         if tree != self.lowered.in_tree:
             raise BadArgumentError(

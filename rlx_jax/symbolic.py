@@ -13,6 +13,7 @@ callable serving every size).
 """
 import os
 import time
+from typing import Any
 
 import jax
 
@@ -242,7 +243,7 @@ class SymbolicLowered:
                context)
         return lowered_from(self._jitted, key, self._traced, env)
 
-    def compile(self):
+    def compile(self) -> "SymbolicCompiled":
         return SymbolicCompiled(self)
 
     def placed(self):
@@ -263,7 +264,7 @@ class SymbolicCompiled:
         self.lowered = lowered
         self._by_size = {}
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
         if tree != self.lowered._key[0]:
             raise BadArgumentError(f"compiled for inputs {self.lowered._key[0]}, called "

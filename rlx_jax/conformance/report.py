@@ -9,7 +9,7 @@ import re
 BAD = ("fail", "error", "crash", "timeout")
 
 
-STAGES_API = re.compile(r"'(Lowered|Compiled|Jitted|_Bound)' object has no attribute")
+STAGES_API = re.compile(r"'(Lowered|Compiled|Jitted|Bound)' object has no attribute")
 
 
 def outcome(r):

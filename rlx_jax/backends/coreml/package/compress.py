@@ -18,6 +18,7 @@ package keeps one report per function.
 """
 import json
 import os
+from typing import Any
 
 import numpy as np
 
@@ -103,7 +104,7 @@ def _run(executor, feeds):
     return executor({n: feeds[n] for n in executor.input_names}, state=state)
 
 
-def report(path):
+def report(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The compression report kept in a package exported with `weights=`, or None."""
     import coremltools as ct
     meta = ct.utils.load_spec(path).description.metadata.userDefined
