@@ -98,7 +98,7 @@ def lowered_at(jitted, key, args, kwargs):
     skey = symbolic_key(key, specs)
     shapes = [s for s, _, _ in key[1]]
     env = bind([tuple(s.shape) for s in specs], shapes, leaf_labels(jitted, args, kwargs),
-               poly.scope._explicit_constraints)
+               list(poly.scope._explicit_constraints))
     traced = poly.programs.get(skey)
     if traced is None:
         traced = poly.programs[skey] = trace_symbolic(jitted, skey, args, kwargs)
@@ -117,7 +117,7 @@ def compiled_at(jitted, key, args, kwargs):
     specs = poly.specs(jitted, args, kwargs)
     skey = symbolic_key(key, specs)
     env = bind([tuple(s.shape) for s in specs], [s for s, _, _ in key[1]],
-               leaf_labels(jitted, args, kwargs), poly.scope._explicit_constraints)
+               leaf_labels(jitted, args, kwargs), list(poly.scope._explicit_constraints))
     prepared = poly.prepared.get(skey)
     if prepared is None:
         traced = poly.programs.get(skey)
@@ -139,11 +139,8 @@ class Prepared:
         t0 = time.perf_counter()
         try:
             self.legal = SymbolicLowered(jitted, skey, traced).placed()
-        except (SymbolicShapeError, dims.InconclusiveDimensionOperation, TypeError) as e:
-            # a pass that needs a size (an int() of a symbolic dimension raises TypeError):
-            # each size is then legalized on its own, where a real bug would surface again
-            if isinstance(e, TypeError) and "_DimExpr" not in str(e):
-                raise
+        except (SymbolicShapeError, dims.InconclusiveDimensionOperation) as e:
+            # JAX cannot decide a relation a pass needs: each size is legalized on its own
             self.reason = f"legalization needs sizes: {str(e).splitlines()[0]}"
             return
         self.seconds = time.perf_counter() - t0
@@ -215,8 +212,7 @@ class SymbolicLowered:
         self.jaxpr, self.graph = traced[0], traced[1]
         self.specs = [s for s, _, _ in key[1]]
         self.symbols = sorted(dims.symbols(d for s in self.specs for d in s))
-        scopes = [d.scope for s in self.specs for d in s if dims.is_symbolic(d)]
-        self.constraints = scopes[0]._explicit_constraints if scopes else []
+        self.constraints = dims.constraints(self.specs)
 
     def as_text(self, level="traced"):
         if level != "traced":

@@ -66,6 +66,17 @@ def symbols(dims):
     return out
 
 
+def constraints(shapes):
+    """The explicit constraints (jax.export's `Constraint`s: cmp, e1, e2, debug_str) of the
+    scope of the symbolic dimensions in `shapes` (one scope per trace), [] when none is
+    symbolic."""
+    for shape in shapes:
+        for d in shape:
+            if isinstance(d, DimExpr):
+                return list(d.scope._explicit_constraints)
+    return []
+
+
 def evaluate(d, env):
     """Dimension `d` at the concrete sizes `env` (symbol name -> int)."""
     if isinstance(d, DimExpr):

@@ -7,7 +7,7 @@ import numpy as np
 from ..errors import IRTypeError, SymbolicShapeError
 from .ops import OpKind
 from . import prng
-from .dims import shape_of, symbolic_shape
+from .dims import prod, shape_of, symbolic_shape
 
 _ids = itertools.count()
 
@@ -46,9 +46,7 @@ class Value:
 
     @property
     def size(self):
-        if symbolic_shape(self.shape):
-            return _symbolic_size(self.shape)
-        return int(np.prod(self.shape, dtype=np.int64))
+        return prod(self.shape)
 
     @property
     def nbytes(self):
@@ -59,13 +57,6 @@ class Value:
 
     def __repr__(self):
         return f"Value#{self.id}:{self.type_str()}"
-
-
-def _symbolic_size(shape):
-    size = 1
-    for d in shape:
-        size = size * d
-    return size
 
 
 def _fmt_attr(v):
@@ -280,8 +271,7 @@ class Builder:
         shape = shape_of(shape)
         if shape == x.shape:
             return x
-        size = _symbolic_size(shape) if symbolic_shape(shape) else int(
-            np.prod(shape, dtype=np.int64))
+        size = prod(shape)
         if size != x.size or any(d < 0 for d in shape):
             if symbolic_shape(shape) or symbolic_shape(x.shape):
                 raise SymbolicShapeError(

@@ -3,8 +3,7 @@
 Every backend lowering and the reference executor run through `interpret`. A rule is
 `rule(ctx, node, *operands) -> value | tuple(values)`; `ctx` is the backend's own context.
 """
-from ..errors import LoweringError, RefusalError, RlxError
-from .dims import InconclusiveDimensionOperation
+from ..errors import LoweringError, RlxError
 from .ops import OpKind
 
 
@@ -55,11 +54,6 @@ def interpret(graph, rules, args, ctx=None, backend="?"):
         except RlxError as e:          # raised on purpose (a refusal, ...): annotated, as it is
             rule_failure(backend, n, rule, e)
             raise
-        except InconclusiveDimensionOperation as e:   # the rule needs a symbolic dim's value
-            raise rule_failure(backend, n, rule, RefusalError(
-                f"{backend}'s lowering of {n.kind.name} needs the value of a symbolic "
-                f"dimension ({str(e).splitlines()[0]}); a flexible program cannot hold this "
-                f"op: give the dimension a static size")) from None
         except Exception as e:  # noqa: BLE001 - anything else is a bug in the rule: it surfaces
             raise rule_failure(backend, n, rule, e) from e
         if len(n.outputs) == 1:

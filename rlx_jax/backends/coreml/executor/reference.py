@@ -26,6 +26,9 @@ from .control import BLOCK_OPS, live_ops
 from .flexible import allowed_shapes, any_symbolic, bind_sizes, check_feed
 
 
+STATE_OPS = ("read_state", "coreml_update_state")    # (the executor holds the state)
+
+
 def _np(var):
     from coremltools.converters.mil.mil import types
     return np.dtype(types.nptype_from_builtin(var.dtype))
@@ -108,10 +111,10 @@ class MilReferenceExecutor:
                 return v.val
             raise LoweringError(f"MIL executor: no value for {v.name} used by {op.op_type}")
 
-        kwargs = {} if op.op_type in ("read_state", "coreml_update_state") else {
+        kwargs = {} if op.op_type in STATE_OPS else {
             k: _widened([value(x) for x in v] if isinstance(v, (list, tuple)) else value(v))
             for k, v in op.inputs.items()}
-        if op.op_type in ("read_state", "coreml_update_state"):
+        if op.op_type in STATE_OPS:
             results = self._state_op(op, env)
         elif op.op_type in BLOCK_OPS:           # cond / while_loop (executor/control.py)
             results = BLOCK_OPS[op.op_type](self, op, env)

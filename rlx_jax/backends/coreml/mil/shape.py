@@ -3,6 +3,7 @@ Narrow, Pad, DynamicSlice, DynamicUpdateSlice; and the edge and interior padding
 convolution rules share (pad_edges, pad_interior)."""
 import numpy as np
 
+from ....ir.dims import symbolic_shape
 from ....ir.ops import OpKind as K
 from .legality import mil_np_dtype
 from .table import check_const_size, mil_rule
@@ -55,8 +56,8 @@ def expand(ctx, x, in_shape, shape, dims):
     reps = [o if f == 1 else 1 for f, o in zip(full, shape)]
     if all(r == 1 for r in reps):
         return x
-    if x.val is not None:                   # coremltools computes the tiled value now
-        check_const_size(shape, np.asarray(x.val).dtype, "a broadcast constant")
+    if x.val is not None and not symbolic_shape(shape):   # coremltools computes the tiled
+        check_const_size(shape, np.asarray(x.val).dtype, "a broadcast constant")   # value now
     return ctx.mb.tile(x=x, reps=ctx.ints(reps))
 
 

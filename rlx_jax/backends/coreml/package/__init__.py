@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from ....errors import BadArgumentError
+from ....ir.dims import constraints
 from ....ir.ops import OpKind as K
 from ....version import __version__
 from . import cache as package_cache
@@ -138,18 +139,10 @@ def graph_hash(graph, options):
             h.update(val.tobytes())
     h.update(options.key().encode())
     h.update(repr((graph.input_names, graph.output_names)).encode())
-    h.update(repr(_constraints(graph)).encode())    # a flexible input's bounds
+    h.update(repr([c.debug_str for c in constraints([v.shape for v in graph.inputs])])
+             .encode())                                # a flexible input's bounds
     h.update(f"{ct.__version__}/{__version__}/{_code_version()}".encode())
     return h.hexdigest()[:32]
-
-
-def _constraints(graph):
-    """The constraints of the symbolic input dimensions' scope (none for static inputs)."""
-    for v in graph.inputs:
-        for d in v.shape:
-            if hasattr(d, "scope"):
-                return [c.debug_str for c in d.scope._explicit_constraints]
-    return []
 
 
 _IMPORT_LOCK = threading.Lock()

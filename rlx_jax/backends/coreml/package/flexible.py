@@ -35,8 +35,7 @@ def input_types(names, graph, default_sizes=None, enumerated_sizes=None):
     the constraints of the symbols' scope."""
     import coremltools as ct
     symbols = sorted(dims.symbols(d for v in graph.inputs for d in v.shape))
-    scopes = [d.scope for v in graph.inputs for d in v.shape if dims.is_symbolic(d)]
-    constraints = scopes[0]._explicit_constraints if scopes else ()
+    constraints = dims.constraints([v.shape for v in graph.inputs])
     if enumerated_sizes:
         return _enumerated(ct, names, graph, symbols, enumerated_sizes, default_sizes)
     limits = bounds(symbols, constraints)

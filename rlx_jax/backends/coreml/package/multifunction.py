@@ -26,9 +26,9 @@ def check(functions, options):
                 and isinstance(entry[1], tuple)):
             raise BadArgumentError(f"export_coreml: functions[{name!r}] must be (function, "
                                    f"tuple of example arguments)")
+    from . import Options
     target = options.get("minimum_deployment_target") or MIN_TARGET
-    value = getattr(ct.target, target).value if isinstance(target, str) else target.value
-    if value < ct.target.iOS18.value:
+    if Options(minimum_deployment_target=target).target.value < ct.target.iOS18.value:
         raise BadArgumentError(
             f"export_coreml: a multifunction package needs minimum_deployment_target='iOS18' "
             f"or later (got {target!r}): Core ML reads several functions from iOS18 / macOS15")

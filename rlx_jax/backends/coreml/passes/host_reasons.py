@@ -14,7 +14,7 @@ and are not reasons.
 import numpy as np
 
 from ....errors import RefusalError
-from ....ir.dims import InconclusiveDimensionOperation, is_symbolic, symbolic_shape
+from ....ir.dims import is_symbolic, symbolic_shape
 from ....ir.interpret import interpret
 from ....placement.partition import value_reasons
 from ..mil.legality import MIL_DTYPES, mil_dtype_name, mil_np_dtype, mil_type, problems
@@ -50,10 +50,6 @@ class _Tolerant:
                     return rule(ctx, node, *args)
                 except RefusalError as e:     # only a documented refusal; a bug surfaces
                     self.refused[id(node)] = str(e).split("\n")[0].split("; use backend")[0]
-                except InconclusiveDimensionOperation as e:   # needs a symbolic size
-                    self.refused[id(node)] = (
-                        f"its Core ML lowering needs the value of a symbolic dimension "
-                        f"({str(e).splitlines()[0]})")
             outs = [_stand_in(ctx, o, self.seed) for o in node.outputs]
             return outs[0] if len(outs) == 1 else tuple(outs)
         run.__wrapped__ = rule
