@@ -4,6 +4,7 @@ typed PRNG keys at the boundary (KeyBoundary), results' weak types (with_weak_ty
 errors for arguments that cannot be taken (tracers, keys of an unsupported implementation,
 unhashable static values)."""
 import functools
+from typing import Any
 
 import jax
 import numpy as np
@@ -23,7 +24,7 @@ _SCALAR_TYPES_X64 = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
 _NARROW = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
            np.dtype(np.uint64): np.dtype(np.uint32),
            np.dtype(np.complex128): np.dtype(np.complex64)}
-_DTYPES = {}   # dtype object of any array library -> numpy dtype (memoised: hot path)
+_DTYPES: dict[Any, np.dtype[Any]] = {}   # dtype object of any array library -> numpy dtype (memoised: hot path)
 
 
 def _backend_dtype(dtype):
@@ -124,7 +125,7 @@ FAST_SIGNATURES = {jax_internals.module("array").ArrayImpl: _array_signature,
 # context (never weakly typed): a call whose arguments are all positional arrays of these
 # types is checked against the previous call's by those three (Jitted's last-call memo)
 # without a pytree flatten; a backend adds its own (MLX: mx.array).
-PLAIN_ARRAY_TYPES = {np.ndarray}
+PLAIN_ARRAY_TYPES: set[type] = {np.ndarray}
 
 
 def static_args(sig, static_argnums, static_argnames):

@@ -41,8 +41,8 @@ class CacheDirError(RlxError):
 
 
 _LOCK = threading.Lock()
-_WRITABLE = set()     # directories already probed in this process
-_FALLBACK = {}        # unusable configured root -> the temporary root used instead
+_WRITABLE: set[str] = set()     # directories already probed in this process
+_FALLBACK: dict[str, str] = {}        # unusable configured root -> the temporary root used instead
 LOCK_TIMEOUT_S = 300
 
 

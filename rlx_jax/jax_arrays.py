@@ -17,6 +17,8 @@ so DLPack is not used.
 
 Where the jaxlib entry point is missing (another jax release), `jax.device_put` is used.
 """
+from typing import Any
+
 import jax
 import numpy as np
 
@@ -28,10 +30,10 @@ ALIGNMENT = 64          # bytes: JAX's CPU client aliases host buffers aligned t
 # the backend's memory), so their jax.Arrays are made with host-to-device transfers allowed
 GUARDED = "Disallowed host-to-device transfer"
 
-_AVALS = {}             # (shape, dtype, weak type) -> ShapedArray, at most _AVALS_MAX
+_AVALS: dict[Any, Any] = {}     # (shape, dtype, weak type) -> ShapedArray, at most _AVALS_MAX
 _AVALS_MAX = 4096
-_SHARDINGS = {}         # device -> SingleDeviceSharding
-_DEFAULT = []           # [the default device], read once
+_SHARDINGS: dict[Any, Any] = {}     # device -> SingleDeviceSharding
+_DEFAULT: list[Any] = []     # [the default device], read once
 
 
 def _entry():

@@ -3,7 +3,7 @@
 of arrays (a registered pytree class, e.g. a dataclass of parameters), which is traced."""
 import jax
 
-_LEAF_TYPES = {}   # type -> whether its instances are pytree leaves
+_LEAF_TYPES: dict[type, bool] = {}   # type -> whether its instances are pytree leaves
 
 
 def bind(jitted, obj, make_static):

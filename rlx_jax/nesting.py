@@ -20,7 +20,7 @@ import jax
 from .errors import UnsupportedTransformationError
 
 _STATE = threading.local()
-_LIBRARY = (tuple(os.path.dirname(m.__file__) + os.sep
+_LIBRARY = (tuple(os.path.dirname(m.__file__ or "") + os.sep
                   for m in (jax, sys.modules[__name__.split(".")[0]]))
             + (contextlib.__file__, functools.__file__))
 

@@ -42,7 +42,7 @@ class Traced:
         return self.graph.as_text()
 
 
-RECORDERS = []      # lists that each Compiled made is appended to (testing.recorded_programs)
+RECORDERS: list[list[Any]] = []      # lists that each Compiled made is appended to (testing.recorded_programs)
 
 
 class Lowered:

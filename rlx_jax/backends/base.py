@@ -50,9 +50,9 @@ BOUNDARY = frozenset({OpKind.Input})
 class Backend:
     """What a backend is. Subclass it, set `name`, implement `rules` and `lower`, and
     override the hooks it needs."""
-    name = None
-    REWRITTEN_OPS = frozenset()          # kinds no rule lowers that `prepare` rewrites
-    options = ()                         # the jit options of this backend alone
+    name: str | None = None
+    REWRITTEN_OPS: frozenset[OpKind] = frozenset()          # kinds no rule lowers that `prepare` rewrites
+    options: tuple[str, ...] = ()        # the jit options of this backend alone
     # whether `lower` takes graphs with symbolic dimensions, giving one program for every size
     # (Core ML's flexible inputs); other backends get each size's instantiated graph
     symbolic_programs = False
@@ -176,7 +176,7 @@ class NotCompiled(Exception):
     """A direct call (Backend.direct_call) has no program for this signature yet."""
 
 
-_BACKENDS = {}
+_BACKENDS: dict[str, Backend] = {}
 AUTO_ORDER = ("mlx", "coreml", "xla")
 
 

@@ -4,6 +4,7 @@ library code, rlx_jax itself) gets JAX's jit, so only the tests' compilations mo
 import functools
 import importlib
 import sys
+from typing import Any
 
 import jax
 from .. import api as rlx_api
@@ -14,11 +15,11 @@ from ..jax_internals import module as jax_module
 jax_api = jax_module("api")
 
 _ORIGINAL = {"jax": jax.jit, "api": jax_api.jit}
-_WATCHED = {}      # class -> its own as_text
-_WATCHED_LOWER = {}   # class -> its own lower
+_WATCHED: dict[type, Any] = {}      # class -> its own as_text
+_WATCHED_LOWER: dict[type, Any] = {}   # class -> its own lower
 _CALL_FLAT = rlx_stages.Compiled.call_flat
 _DIRECT_INIT = rlx_direct.DirectCall.__init__
-_COUNTERS = {}     # jax._src.test_util.count_* -> the original
+_COUNTERS: dict[str, Any] = {}     # jax._src.test_util.count_* -> the original
 # where tests register their primitives' XLA lowerings: JAX's module and its public re-export
 _MLIR = (jax_module("mlir"), importlib.import_module("jax.interpreters.mlir"))
 _REGISTER_LOWERING = _MLIR[0].register_lowering

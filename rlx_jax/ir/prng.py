@@ -22,6 +22,8 @@ them, so the two cannot disagree. rbg's bits come from `lax.rng_bit_generator`
     >>> dtype_name(dtype_of(jax.random.key(0, impl="rbg").dtype)), key_shape(KEY)
     ('key<rbg>', (2,))
 """
+from typing import Any
+
 import jax
 import numpy as np
 
@@ -34,7 +36,7 @@ _config = module("config")
 IMPL = "threefry2x32"
 threefry2x32_p = _fry.threefry2x32_p
 random_gamma_p = _random_core.random_gamma_p
-_IMPLS = {}                     # key dtype -> PRNGImpl
+_IMPLS: dict[Any, Any] = {}     # key dtype -> PRNGImpl
 
 
 def key_dtype(impl):

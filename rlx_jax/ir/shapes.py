@@ -9,6 +9,7 @@ fields (not PRNG key dtypes, whose meaning is this process's registry), and tupl
 its repr then says all of it.
 """
 import enum
+from typing import Any
 
 import jax
 import numpy as np
@@ -17,7 +18,7 @@ from ..errors import IRTypeError
 from .prng import dtype_of, jax_dtype
 from .reference import REFERENCE, apply
 
-_CACHE = {}
+_CACHE: dict[Any, Any] = {}
 _CACHE_MAX = 65536
 
 

@@ -22,7 +22,7 @@ from ..ir.ops import PRIMITIVE
 from ..ir.reference import reference
 from ..numpy_rules import with_own_numpy_rules
 
-PRIMITIVES = {}     # primitive name -> Prim
+PRIMITIVES: dict[str, "Prim"] = {}     # primitive name -> Prim
 
 
 def _is_float(x):

@@ -16,6 +16,8 @@ variances; its group count) and equinox RMSNorm (with and without its bias).
 """
 import functools
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -211,6 +213,7 @@ for _key, _vjp_key, _causal, _extra, _mask in (
           functools.partial(_attn_example, mask=_mask, dv=4), _attn_fill, params={"scale": SCALE},
           **{**ATTN, "ranks": (4, 5) if _mask else (4,)})
 
+_fn: Callable[..., Any]
 for _name, _vjp_name, _fn, _fn_used in (
         ("gelu_tanh", "gelu_tanh_vjp", jax.nn.gelu, "tanh"),
         ("gelu", "gelu_vjp", lambda x: jax.nn.gelu(x, approximate=False), "erfc"),

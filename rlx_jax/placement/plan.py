@@ -16,7 +16,7 @@ from ..ir.ops import OpKind
 from ..passes.legalize import legalize, unclaimed
 from .partition import DEVICE, FREE, HOST, partition
 
-_WARNED = set()
+_WARNED: set[tuple[object, ...]] = set()
 
 
 class Placement:
@@ -75,6 +75,13 @@ class Placement:
         clusters, crossing values as labelled bold edges, recognised kinds double-bordered."""
         from .dot import to_dot
         return to_dot(self, _fmt_bytes)
+
+    def to_svg(self):
+        """The placement drawn as SVG text by Graphviz, through the `graphviz` package and its
+        `dot` program (neither is a dependency: `pip install graphviz` and the Graphviz
+        program); a clear error names whichever is missing. `to_dot()` needs neither."""
+        from .dot import to_svg
+        return to_svg(self.to_dot())
 
     def annotated_text(self):
         """The IR with each node's placement (`Lowered.as_text(level="placement")`)."""

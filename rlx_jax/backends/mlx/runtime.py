@@ -26,6 +26,7 @@ import os
 import shutil
 import threading
 import weakref
+from typing import Any
 
 import jax
 import mlx.core as mx
@@ -80,7 +81,7 @@ def to_numpy(x):
     return np.asarray(x)
 
 
-_BACKING = {}   # id(jax.Array made by to_jax) -> (weak reference to it, its mx.array)
+_BACKING: dict[int, tuple[Any, Any]] = {}   # id(jax.Array made by to_jax) -> (weak reference to it, its mx.array)
 
 
 def _forget(key):
@@ -131,7 +132,7 @@ def compile_unavailable_reason():
     return None
 
 
-_LOGGED = {}            # reasons logged, oldest first; bounded so that retraces cannot grow it
+_LOGGED: dict[Any, None] = {}   # reasons logged, oldest first; bounded so that retraces cannot grow it
 _LOGGED_MAX = 256
 _LOG_LOCK = threading.Lock()
 

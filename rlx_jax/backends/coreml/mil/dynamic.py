@@ -8,6 +8,9 @@ by jax.export's own evaluator (`_DimExpr._evaluate`) over `MilDim`s, whose arith
 ops, so rlx_jax writes no symbolic algebra. `ints` gives a shape operand: a constant where
 every entry is an int, else the int32[K] concat of constant runs and computed sizes.
 """
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ....errors import RefusalError
@@ -136,7 +139,7 @@ def _unmasked(node):
     return not node.attrs["causal"] and node.attrs["mask_kind"] in ("none", "additive")
 
 
-SYMBOLIC_KINDS = {k: None for k in (
+SYMBOLIC_KINDS: dict[K, Callable[[Any], bool] | None] = {k: None for k in (
     K.Constant, K.Activation, K.Binary, K.Compare, K.Where, K.Cast, K.MatMul, K.DotGeneral,
     K.Reduce, K.Reshape, K.Transpose, K.Expand, K.DimSize, K.Softmax, K.LogSoftmax,
     K.LayerNorm, K.LayerNormBackwardInput, K.LayerNormBackwardGamma, K.Conv, K.Pool,

@@ -122,7 +122,7 @@ def _code_version():
     return _CODE[0]
 
 
-_CODE = []
+_CODE: list[str] = []
 
 
 def graph_hash(graph, options):

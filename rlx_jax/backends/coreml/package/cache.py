@@ -36,7 +36,7 @@ RECORD = "rlx_jax-entry.json"
 FORMAT = 2                         # records with per-file content hashes
 _CHECKED = cache.Checked()         # package path -> verdict of its last check in this process
 _STAGING = re.compile(r"^\.(tmp|trash)-(\d+)-")
-_SWEPT = set()
+_SWEPT: set[str] = set()
 
 
 def cache_dir():

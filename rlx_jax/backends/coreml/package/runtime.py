@@ -7,7 +7,7 @@ from ...base import Executable
 from ..mil.legality import Boundary
 from .cache import MIL_LOCK
 
-_REFERENCE_LOGGED = []
+_REFERENCE_LOGGED: list[bool] = []
 
 
 def coreml_runtime_available():
