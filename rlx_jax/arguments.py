@@ -24,7 +24,8 @@ _SCALAR_TYPES_X64 = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
 _NARROW = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
            np.dtype(np.uint64): np.dtype(np.uint32),
            np.dtype(np.complex128): np.dtype(np.complex64)}
-_DTYPES: dict[Any, np.dtype[Any]] = {}   # dtype object of any array library -> numpy dtype (memoised: hot path)
+# dtype object of any array library -> numpy dtype (memoised: hot path)
+_DTYPES: dict[Any, np.dtype[Any]] = {}
 
 
 def _backend_dtype(dtype):

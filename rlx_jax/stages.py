@@ -42,7 +42,8 @@ class Traced:
         return self.graph.as_text()
 
 
-RECORDERS: list[list[Any]] = []      # lists that each Compiled made is appended to (testing.recorded_programs)
+# lists that each Compiled made is appended to (testing.recorded_programs)
+RECORDERS: list[list[Any]] = []
 
 
 class Lowered:

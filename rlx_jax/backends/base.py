@@ -51,7 +51,8 @@ class Backend:
     """What a backend is. Subclass it, set `name`, implement `rules` and `lower`, and
     override the hooks it needs."""
     name: str | None = None
-    REWRITTEN_OPS: frozenset[OpKind] = frozenset()          # kinds no rule lowers that `prepare` rewrites
+    # kinds no rule lowers that `prepare` rewrites
+    REWRITTEN_OPS: frozenset[OpKind] = frozenset()
     options: tuple[str, ...] = ()        # the jit options of this backend alone
     # whether `lower` takes graphs with symbolic dimensions, giving one program for every size
     # (Core ML's flexible inputs); other backends get each size's instantiated graph

@@ -50,7 +50,8 @@ from ...cache import cache_subdir, file_lock
 
 _BUILD_LOCK = threading.Lock()
 _HOLDER = threading.local()    # .root while this thread holds the build locks
-_SCANNED: dict[str, int | bool] = {}   # kernel directory -> its mtime when last swept; kernel root -> True
+# kernel directory -> its mtime when last swept; kernel root -> True
+_SCANNED: dict[str, int | bool] = {}
 _GCC_TEMP = re.compile(r"^cc[0-9A-Za-z]{6}\.[a-z]{1,3}$")
 GCC_TEMP_AGE_S = 3600
 _UNLOADABLE = re.compile(r"Could not load C\+\+ shared library (.+?\.so)(?::|$)", re.M)

@@ -81,7 +81,8 @@ def to_numpy(x):
     return np.asarray(x)
 
 
-_BACKING: dict[int, tuple[Any, Any]] = {}   # id(jax.Array made by to_jax) -> (weak reference to it, its mx.array)
+# id(jax.Array made by to_jax) -> (weak reference to it, its mx.array)
+_BACKING: dict[int, tuple[Any, Any]] = {}
 
 
 def _forget(key):
@@ -132,7 +133,8 @@ def compile_unavailable_reason():
     return None
 
 
-_LOGGED: dict[Any, None] = {}   # reasons logged, oldest first; bounded so that retraces cannot grow it
+# reasons logged, oldest first; bounded so that retraces cannot grow it
+_LOGGED: dict[Any, None] = {}
 _LOGGED_MAX = 256
 _LOG_LOCK = threading.Lock()
 
