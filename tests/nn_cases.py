@@ -21,6 +21,12 @@ def ints(hi, *shape):
     return lambda r: r.randint(0, hi, shape).astype(np.int32)
 
 
+def byte(dtype, *shape):
+    """A weight stored in bytes: every value of `dtype` (int8 / uint8)."""
+    info = np.iinfo(dtype)
+    return lambda r: r.randint(info.min, info.max + 1, shape).astype(dtype)
+
+
 def pos(*shape):
     return f(*shape, lo=0.5, hi=1.5)
 
@@ -35,6 +41,16 @@ Q, KV, V = (2, 2, 5, 4), (2, 2, 6, 4), (2, 2, 6, 3)
 CONV = dict(window_strides=(2, 2), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1),
             rhs_dilation=(1, 1), dimension_numbers=((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)),
             feature_group_count=1, batch_group_count=1, preferred_element_type=None)
+ROPE = dict(traditional=False, seq_axis=-2)
+ROPE_FORMS = [           # (name suffix, operands, attributes): nn/rotary.py's variants
+    ("_full", (f(2, 3, 5, 8), f(5, 8), f(5, 8)), {}),
+    ("_bshd", (f(2, 5, 3, 8), f(5, 4), f(5, 4)), dict(seq_axis=-3)),
+    ("_traditional", (f(2, 3, 5, 8), f(5, 4), f(5, 4)), dict(traditional=True)),
+    ("_freqs", (f(2, 3, 5, 8), f(4, lo=0.01, hi=1.0)), {}),
+    ("_freqs_bshd_traditional", (f(2, 5, 3, 8), f(4, lo=0.01, hi=1.0)),
+     dict(traditional=True, seq_axis=-3)),
+    ("_freqs_2d", (f(5, 8), f(4, lo=0.01, hi=1.0)), {}),
+]
 POOL = dict(window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1),
             padding=((0, 0),) * 4)
 
@@ -71,14 +87,22 @@ KIND_CASES = [
     kind_case("attention_bwd_mask_bshd", K.AttentionBackward,
              (f(2, 5, 2, 4), f(2, 6, 2, 4), f(2, 6, 2, 3), boolean(2, 1, 5, 6), f(2, 5, 2, 3)),
              dict(ATT, mask_kind="bool", causal=True, layout="BSHD")),
-    kind_case("rope", K.Rope, (f(2, 3, 5, 8), f(5, 4), f(5, 4)), {}),
-    kind_case("rope_bwd", K.RopeBackward, (f(2, 3, 5, 8), f(5, 4), f(5, 4)), {}),
+    kind_case("rope", K.Rope, (f(2, 3, 5, 8), f(5, 4), f(5, 4)), ROPE),
+    kind_case("rope_bwd", K.RopeBackward, (f(2, 3, 5, 8), f(5, 4), f(5, 4)), ROPE),
+    *[kind_case(f"rope{sfx}", kind, ops, dict(ROPE, **at)) for sfx, ops, at in ROPE_FORMS
+      for kind, sfx in ((K.Rope, sfx), (K.RopeBackward, sfx + "_bwd"))],
     kind_case("sce", K.SoftmaxCrossEntropyWithLogits, (f(6, 10), ints(10, 6)), {}),
     kind_case("sce_bwd", K.SoftmaxCrossEntropyBackward, (f(6, 10), ints(10, 6), f(6)), {}),
     kind_case("ada_layer_norm", K.AdaLayerNorm, (f(*X), f(2, D), f(2, D)), dict(eps=1e-6)),
     kind_case("ada_bwd", K.AdaLayerNormBackward, (f(*X), f(2, D), f(*X)), dict(eps=1e-6)),
     kind_case("gated_residual", K.GatedResidual, (f(*X), f(2, D), f(*X)), {}),
     kind_case("lora_matmul", K.LoraMatMul, (f(*X), f(D, 6), f(D, 3), f(3, 6)), {"scale": 0.5}),
+    kind_case("dequant_int8", K.DequantMatMul,
+              (f(2, 3, 64), byte(np.int8, 64, 6), f(6, lo=.01, hi=.05)),
+              {"packing": "int8_per_channel", "bits": 8, "group_size": 64}, atol=1e-4),
+    kind_case("dequant_int4", K.DequantMatMul, (f(2, 3, 64), byte(np.uint8, 32, 6),
+                                                f(2, 6, lo=.01, hi=.1), f(2, 6, lo=0, hi=15)),
+              {"packing": "int4_u8", "bits": 4, "group_size": 32}, atol=1e-4),
     kind_case("gated_bwd", K.GatedResidualBackward, (f(2, D), f(*X), f(*X)), {}),
     kind_case("maxpool_bwd_tiling", K.MaxPool2dBackward, (f(2, 8, 8, 3), f(2, 4, 4, 3)), POOL),
     kind_case("maxpool_bwd_overlap", K.MaxPool2dBackward, (f(2, 7, 7, 3), f(2, 3, 3, 3)),

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from ..ir.ops import OpKind as K
 from .primitive import define, differentiable, promote
+from .rotary import rope_backward_ref, rope_ref, rope_shapes_ok
 
 
 def _to_bhsd(t, layout):
@@ -99,36 +100,27 @@ def attention(q, k, v, mask=None, *, scale=None, causal=False, layout="BHSD"):
                             mask_kind=kind)
 
 
-# ---- Rope (rotate-half) ----
-def rope_ref(x, cos, sin):
-    h = x.shape[-1] // 2
-    x1, x2 = x[..., :h], x[..., h:]
-    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-
-
-def rope_backward_ref(dy, cos, sin):
-    return rope_ref(dy, cos, -sin)
-
-
+# ---- Rope (rotate-half, or the pairs with traditional=True): formulas in nn/rotary.py ----
 rope_bwd_p = define("rlx_rope_backward", rope_backward_ref, kind=K.RopeBackward, rows=(0,))
 
 
-def _rope_bwd(ct, primals, need):
-    _, cos, sin = primals
-    return [rope_bwd_p.bind(ct, cos, sin)]
+def _rope_bwd(ct, primals, need, **attrs):
+    return [rope_bwd_p.bind(ct, *primals[1:], **attrs)]
 
 
 rope_p = differentiable("rlx_rope", rope_ref, kind=K.Rope, linear=(0,), backward=_rope_bwd,
                         rows=(0,))
 
 
-def rope(x, cos, sin):
-    """Rotary embedding, rotate-half convention: x[..., S, D], cos/sin[S, D/2]."""
+def rope(x, cos, sin, *, traditional=False, seq_axis=-2):
+    """Rotary embedding: x[..., S, D] (or x[..., S, H, D] with seq_axis=-3), cos/sin[S, D/2]
+    (rotate-half, or the pairs x[..., ::2], x[..., 1::2] with traditional=True) or [S, D]
+    (rotate-half: x * cos + rotate_half(x) * sin)."""
     x, cos, sin = promote(x, cos, sin)
-    if x.shape[-1] % 2 or cos.shape != (x.shape[-2], x.shape[-1] // 2) or sin.shape != cos.shape:
-        raise ValueError(f"rope expects x[..., S, D] with even D and cos/sin[S, D/2]; got "
-                         f"{x.shape}, {cos.shape}, {sin.shape}")
-    return rope_p.bind(x, cos, sin)
+    if not rope_shapes_ok(x, (cos, sin), traditional, seq_axis):
+        raise ValueError(f"rope expects x[..., S, D] with even D (S on axis {seq_axis}) and "
+                         f"cos/sin[S, D/2] or [S, D]; got {x.shape}, {cos.shape}, {sin.shape}")
+    return rope_p.bind(x, cos, sin, traditional=bool(traditional), seq_axis=int(seq_axis))
 
 
 def rope_tables(seq_len, dim, base=10000.0, dtype=jnp.float32):

@@ -95,13 +95,43 @@ def _attention_rule(ctx, node, q, k, v, *mask):
     return _attention(node, q, k, v, mask[0] if mask else None)
 
 
-def _rope(x, cos, sin):
-    h = x.shape[-1] // 2
+def _rope_tables(x, cos, sin, traditional, seq_axis):
+    """The composition of nn/rotary.py's formula for runtime tables [S, D/2] or [S, D]."""
+    h, lift = x.shape[-1] // 2, (1,) * (-seq_axis - 2)
+    cos, sin = (t.reshape(t.shape[:1] + lift + t.shape[1:]) for t in (cos, sin))
+    if traditional:
+        x1, x2 = x[..., ::2], x[..., 1::2]
+        return mx.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape)
     x1, x2 = x[..., :h], x[..., h:]
+    if cos.shape[-1] != h:                       # full width: x·cos + rotate_half(x)·sin
+        return x * cos + mx.concatenate([-x2, x1], axis=-1) * sin
     return mx.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-mlx_rule(K.Rope)(lambda ctx, node, x, cos, sin: _rope(x, cos, sin))
+def _rope_fast(x, inv_freq, traditional, seq_axis, sign):
+    """mx.fast.rope at positions arange(S) (scale -1: the negated angles of the backward); it
+    takes x[B, ..., S, D] of rank >= 3 and the frequencies as periods 1/inv_freq."""
+    shape, y = x.shape, mx.swapaxes(x, seq_axis, -2) if seq_axis != -2 else x
+    moved = y.shape
+    if y.ndim < 3:
+        y = y.reshape((1,) * (3 - y.ndim) + moved)
+    y = mx.fast.rope(y, shape[-1], traditional=traditional, base=None, scale=sign, offset=0,
+                     freqs=mx.reciprocal(inv_freq)).reshape(moved)
+    return mx.swapaxes(y, seq_axis, -2) if seq_axis != -2 else y
+
+
+def _rope(node, x, tables, sign):
+    a = node.attrs
+    if len(tables) == 1:
+        return _rope_fast(x, tables[0], a["traditional"], a["seq_axis"], sign)
+    cos, sin = tables
+    if sign < 0 and cos.shape[-1] != x.shape[-1] // 2:     # nn/rotary.py rope_backward_ref
+        h = x.shape[-1] // 2
+        sin = mx.concatenate([sin[..., h:], sin[..., :h]], axis=-1)
+    return _rope_tables(x, cos, sin if sign > 0 else -sin, a["traditional"], a["seq_axis"])
+
+
+mlx_rule(K.Rope)(lambda ctx, node, x, *tables: _rope(node, x, tables, 1.0))
 
 
 @mlx_rule(K.AdaLayerNorm)
@@ -189,7 +219,7 @@ def _attention_backward(ctx, node, q, k, v, *rest):
 
 
 mlx_rule(K.RopeBackward, claim=NATIVE_BACKWARD)(
-    lambda ctx, node, dy, cos, sin: _rope(dy, cos, -sin))
+    lambda ctx, node, dy, *tables: _rope(node, dy, tables, -1.0))
 
 
 @mlx_rule(K.SoftmaxCrossEntropyBackward, claim=NATIVE_BACKWARD)

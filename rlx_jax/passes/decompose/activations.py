@@ -5,7 +5,8 @@ import numpy as np
 
 from ...ir.ops import OpKind as K
 from . import decomp
-from .formulas import lift, onehot, softmax
+from ...nn.rotary import rope_backward_ref, rope_ref
+from .formulas import inline, onehot, softmax
 
 
 @decomp(K.Softmax)
@@ -159,16 +160,6 @@ def _attention_backward(b, node, q, k, v, *rest):
     return tuple(_bhsd(b, t, lay) for t in (dq, dk, dv))
 
 
-# ---- rope ----
-def _rope(b, x, cos, sin):
-    nd, h = x.ndim, x.shape[-1] // 2
-    x1 = b.add(K.Narrow, (x,), {"axis": nd - 1, "start": 0, "length": h})
-    x2 = b.add(K.Narrow, (x,), {"axis": nd - 1, "start": h, "length": h})
-    c, s = lift(b, cos, (nd - 2, nd - 1), nd), lift(b, sin, (nd - 2, nd - 1), nd)
-    lo = b.binary("sub", b.binary("mul", x1, c), b.binary("mul", x2, s))
-    hi = b.binary("add", b.binary("mul", x2, c), b.binary("mul", x1, s))
-    return b.add(K.Concat, (lo, hi), {"axis": nd - 1})
-
-
-decomp(K.Rope)(lambda b, node, x, cos, sin: _rope(b, x, cos, sin))
-decomp(K.RopeBackward)(lambda b, node, dy, cos, sin: _rope(b, dy, cos, b.unary("neg", sin)))
+# ---- rope: the formulas of nn/rotary.py, operation for operation ----
+decomp(K.Rope)(lambda b, node, *ops: inline(b, rope_ref, ops, **node.attrs))
+decomp(K.RopeBackward)(lambda b, node, *ops: inline(b, rope_backward_ref, ops, **node.attrs))

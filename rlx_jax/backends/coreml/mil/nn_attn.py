@@ -13,6 +13,7 @@ backward 5, whatever the class count (a decomposition by class columns is O(C) n
 """
 import numpy as np
 
+from ....errors import RefusalError
 from ....ir.ops import OpKind as K
 from ....tables import NATIVE_BACKWARD
 from .legality import mil_dtype_name
@@ -117,14 +118,39 @@ def _attention_backward(ctx, node, q, k, v, *rest):
     return tuple(_bhsd(ctx, t, lay) for t in (dq, dk, dv))
 
 
-# ---- Rope (rotate-half): cos/sin [S, D/2] broadcast against x[..., S, D/2] ----
+# ---- Rope (nn/rotary.py): tables [S, W] (or computed from inv_freq) lifted to x's axes ----
+def _rope_tables(ctx, node, tables):
+    """cos, sin with size-1 axes between the rows (x's seq_axis) and the width (and after it
+    for the pairs); from inv_freq: arange(S)[:, None]·inv_freq, cos, sin (a const, 3 ops)."""
+    mb, a = ctx.mb, node.attrs
+    if len(tables) == 1:
+        s = node.inputs[0].shape[a["seq_axis"]]
+        if not isinstance(s, int):
+            raise RefusalError(f"Rope with a frequency vector computes its [S, D/2] angles from "
+                               f"the sequence length, which is symbolic here ({s})")
+        ang = mb.mul(x=ctx.const(np.arange(s)[:, None], ctx.np_dtype(tables[0])), y=tables[0])
+        tables = (mb.cos(x=ang), mb.sin(x=ang))
+    k = -a["seq_axis"] - 2
+    axes = list(range(1, k + 1)) + ([k + 2] if a["traditional"] else [])
+    return tuple(mb.expand_dims(x=t, axes=ctx.ints(axes)) if axes else t for t in tables)
+
+
 @mil_rule(K.Rope)
-def _rope(ctx, node, x, cos, sin):
-    mb = ctx.mb
+def _rope(ctx, node, x, *tables):
+    """Rotate-half: split, 4 mul, sub, add, concat (8 ops); full-width tables: x·cos +
+    concat(−x2, x1)·sin (6 ops); the pairs: a reshape to [..., D/2, 2] around the 8 (10 ops)."""
+    mb, shape = ctx.mb, node.inputs[0].shape
+    cos, sin = _rope_tables(ctx, node, tables)
+    if node.attrs["traditional"]:
+        x = mb.reshape(x=x, shape=ctx.ints(list(shape[:-1]) + [shape[-1] // 2, 2]))
     x1, x2 = mb.split(x=x, num_splits=2, axis=-1)
+    if node.inputs[-1].shape[-1] == shape[-1]:
+        rot = mb.concat(values=[mb.mul(x=x2, y=ctx.like(-1, x2)), x1], axis=-1)
+        return mb.add(x=mb.mul(x=x, y=cos), y=mb.mul(x=rot, y=sin))
     lo = mb.sub(x=mb.mul(x=x1, y=cos), y=mb.mul(x=x2, y=sin))
     hi = mb.add(x=mb.mul(x=x2, y=cos), y=mb.mul(x=x1, y=sin))
-    return mb.concat(values=[lo, hi], axis=-1)
+    out = mb.concat(values=[lo, hi], axis=-1)
+    return mb.reshape(x=out, shape=ctx.ints(list(shape))) if node.attrs["traditional"] else out
 
 
 # ---- softmax cross-entropy: logits[N, C], int32 labels[N] ----
