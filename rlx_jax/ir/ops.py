@@ -57,6 +57,7 @@ class OpKind(enum.Enum):
     AdaLayerNorm = "AdaLayerNorm"
     GatedResidual = "GatedResidual"
     LoraMatMul = "LoraMatMul"
+    DequantMatMul = "DequantMatMul"          # rlx_jax extension semantics (reference_quant.py)
     SoftmaxCrossEntropyWithLogits = "SoftmaxCrossEntropyWithLogits"
     # autodiff backward
     ReluBackward = "ReluBackward"
@@ -193,11 +194,12 @@ HOST_ONLY = frozenset({OpKind.HostPrimitive})
 # Control flow: nodes that carry regions (Node.regions), re-emitted as lax control flow by xla.
 CONTROL = frozenset({OpKind.If, OpKind.While, OpKind.Scan})
 
-# High-level forward kinds produced by rlx_jax.nn primitives (LoraMatMul: by recognition only).
+# High-level forward kinds produced by rlx_jax.nn primitives (LoraMatMul, DequantMatMul: by
+# recognition only).
 FORWARD = frozenset({
     OpKind.Softmax, OpKind.LogSoftmax, OpKind.LayerNorm, OpKind.RmsNorm, OpKind.GroupNorm, OpKind.Attention,
     OpKind.Rope, OpKind.AdaLayerNorm, OpKind.GatedResidual,
-    OpKind.LoraMatMul,
+    OpKind.LoraMatMul, OpKind.DequantMatMul,
     OpKind.SoftmaxCrossEntropyWithLogits,
 })
 

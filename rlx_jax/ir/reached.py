@@ -63,6 +63,9 @@ REACHED = {
     K.LoraMatMul: ("", "a LoRA layer, `x @ W + (x @ A @ B) * scale` (or without the scale; "
                        "with a bias, flax `nn.Dense(x) + ...`), recognized "
                        "(passes/pattern_refs.py)"),
+    K.DequantMatMul: ("", "a quantized linear layer, `x @ (q.astype(x.dtype) * scale)` (int8 "
+                          "per output channel) or int4 nibbles unpacked, `(w - zero) * scale` per "
+                          "group of rows, recognized (passes/pattern_quant.py)"),
     K.SoftmaxCrossEntropyWithLogits: (
         "rlx_softmax_cross_entropy_with_logits",
         _NN.format("softmax_cross_entropy_with_logits") + "; "

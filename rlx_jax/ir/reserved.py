@@ -101,7 +101,6 @@ RESERVED = {
     # quantization
     "Quantize": "`jnp.round(x / scale).astype(jnp.int8)`: a recognizer",
     "Dequantize": "`w_q.astype(jnp.float32) * scale`: a recognizer",
-    "DequantMatMul": _QUANT_MATMUL,
     "DequantGroupedMatMul": _QUANT_MATMUL + " (per group of rows)",
     "DequantGroupedMatMulMlx": _QUANT_MATMUL + " (MLX's group layout)",
     "DequantMoEWeights": _QUANT_MATMUL + " (expert weights)",

@@ -6,6 +6,7 @@ whose decompositions make them runnable everywhere.
 import numpy as np
 
 from ..ir.ops import OpKind as K
+from .pattern_quant import QUANT_PATTERNS
 from .pattern_refs import R
 from .patterns import Pattern
 
@@ -240,4 +241,5 @@ PATTERNS = [
     Pattern(R["lora_noscale"], 0, _lora),
     *[Pattern(R[k], 0, _lora) for k in ("lora_bias", "lora_bias_noscale", "lora_flax",
                                          "lora_flax_noscale")],
+    *QUANT_PATTERNS,
 ]

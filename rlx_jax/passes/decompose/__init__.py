@@ -46,4 +46,4 @@ def _reduce_precision(b, node, x):
     return None
 
 
-from . import norms, activations, autodiff, keys, optim  # noqa: E402,F401  (the families)
+from . import norms, activations, autodiff, keys, optim, quant  # noqa: E402,F401  (the families)

@@ -103,3 +103,43 @@ def _select(cond, a, b, **_):
     # coremltools' value_inference breaks when scalar branches broadcast against cond
     return np.where(cond, a, b)
 
+
+
+@override("constexpr_blockwise_shift_scale")
+def _blockwise_shift_scale(data, scale, offset=None, **_):
+    """iOS18 compression: out[i..] = scale[i0..] · (data[i..] − offset[i0..]), i0 = i // block,
+    block = data.shape / scale.shape per axis (all of one rank, scale and offset of one shape,
+    each block size an integer), computed in the scale's dtype (the output's)."""
+    data, scale = np.asarray(data), np.asarray(scale)
+    shapes = [np.shape(v) for v in (data, scale) + (() if offset is None else (offset,))]
+    if len({len(s) for s in shapes}) != 1 or any(
+            d % s for d, s in zip(data.shape, scale.shape)) or shapes[1:] != shapes[-1:] * (
+            len(shapes) - 1):
+        raise LoweringError(f"MIL executor: constexpr_blockwise_shift_scale with data, scale "
+                            f"(, offset) of shapes {shapes}: not blocks of the data")
+
+    def spread(v):
+        for axis, (d, s) in enumerate(zip(data.shape, v.shape)):
+            v = np.repeat(v, d // s, axis)
+        return v.astype(scale.dtype)
+    out = data.astype(scale.dtype)
+    if offset is not None:
+        out = out - spread(np.asarray(offset))
+    return spread(scale) * out
+
+
+@override("concat")
+def _concat(values, axis, interleave=False, **_):
+    """With interleave (coremltools writes it for a stack + reshape), the inputs, all of one
+    shape, alternate along the axis: out[n·i + j] = values[j][i]; coremltools' own value
+    inference ignores the flag."""
+    values, axis = [np.asarray(v) for v in values], int(axis)
+    if not bool(interleave):
+        return np.concatenate(values, axis=axis)
+    if len({v.shape for v in values}) != 1:
+        raise LoweringError(f"MIL executor: concat(interleave=True) of shapes "
+                            f"{[v.shape for v in values]}; the spec wants one shape")
+    shape = list(values[0].shape)
+    axis %= len(shape)
+    shape[axis] *= len(values)
+    return np.stack(values, axis=axis + 1).reshape(shape)

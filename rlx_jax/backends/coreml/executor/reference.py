@@ -118,12 +118,12 @@ class MilReferenceExecutor:
             results = self._state_op(op, env)
         elif op.op_type in BLOCK_OPS:           # cond / while_loop (executor/control.py)
             results = BLOCK_OPS[op.op_type](self, op, env)
+        elif op.op_type in OVERRIDES:
+            results = OVERRIDES[op.op_type](**kwargs)
         elif op.op_type.startswith("constexpr_"):
             # compressed weights (coremltools.optimize: quantized, palettized, sparse): their
             # dense value, as coremltools' decompression defines it for the spec's ops
             results = op.materialized_val_inference()
-        elif op.op_type in OVERRIDES:
-            results = OVERRIDES[op.op_type](**kwargs)
         else:
             results = self._reissue(op, kwargs)
         results = results if isinstance(results, (list, tuple)) else (results,)

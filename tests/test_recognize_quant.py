@@ -1,0 +1,181 @@
+"""Quantized linear layers recognised as DequantMatMul (passes/pattern_quant.py): int8 per output
+channel and int4 packed two nibbles per byte with a scale and zero per group of rows, the
+weights as arguments and as closed-over constants; exact op counts, near misses left alone,
+MLX running quantized_matmul, Core ML's constexpr_blockwise_shift_scale (iOS18), results equal
+jax.jit's within the de-quantization's rounding on every backend."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rlx_jax
+from rlx_jax.backends.coreml.executor.ops import OVERRIDES
+from rlx_jax.passes.recognize import recognize
+
+R = np.random.RandomState(0)
+K, N = 128, 48
+X = R.randn(2, 5, K).astype(np.float32)
+Q8 = R.randint(-128, 128, (K, N)).astype(np.int8)
+S8 = R.uniform(0.002, 0.02, N).astype(np.float32)
+Q4 = R.randint(0, 256, (K // 2, N)).astype(np.uint8)
+
+
+def groups(g):
+    """scale, zero [K/G, N] of int4 groups of g rows."""
+    r = np.random.RandomState(g)
+    return (r.uniform(0.01, 0.05, (K // g, N)).astype(np.float32),
+            r.uniform(0.0, 15.0, (K // g, N)).astype(np.float32))
+
+
+def int8_linear(x, q, scale):
+    return x @ (q.astype(x.dtype) * scale)
+
+
+def int4_linear(x, q, scale, zero, shift=4, low_first=True):
+    """Two nibbles per byte along K, the low one first; (w - zero) * scale per group."""
+    k2, n = q.shape
+    g = 2 * k2 // scale.shape[0]
+    lo, hi = q & 0xF, q >> shift
+    w = jnp.stack([lo, hi] if low_first else [hi, lo], axis=1).reshape(2 * k2, n)
+    w = w.astype(x.dtype).reshape(-1, g, n)
+    return x @ ((w - zero[:, None, :]) * scale[:, None, :]).reshape(2 * k2, n)
+
+
+PRIMS_INT4 = {"Binary": 4, "Cast": 1, "Concat": 1, "DotGeneral": 1, "Expand": 2, "Reshape": 5}
+FORMS = {      # form -> (function, arguments, the op counts recognition leaves)
+    "int8": (int8_linear, (X, Q8, S8), {"DequantMatMul": 1}),
+    "int8_scale_first": (lambda x, q, s: x @ (s * q.astype(jnp.float32)), (X, Q8, S8),
+                         {"DequantMatMul": 1}),
+    "int8_rank2": (int8_linear, (X[0], Q8, S8), {"DequantMatMul": 1}),
+    "int4_g32": (int4_linear, (X, Q4, *groups(32)), {"DequantMatMul": 1}),
+    "int4_g64": (int4_linear, (X, Q4, *groups(64)), {"DequantMatMul": 1}),
+    "int4_g128": (int4_linear, (X[0], Q4, *groups(128)), {"DequantMatMul": 1}),
+    # near misses: a scale per input row, an unsigned int8 weight, another shift, the nibbles
+    # high first, a group size MLX has no kernel for (16)
+    "int8_scale_on_k": (lambda x, q, s: x @ (q.astype(x.dtype) * s[:, None]),
+                        (X, Q8, R.rand(K).astype(np.float32)),
+                        {"Binary": 1, "Cast": 1, "DotGeneral": 1, "Expand": 1}),
+    "uint8_weight": (int8_linear, (X, Q8.view(np.uint8), S8),
+                     {"Binary": 1, "Cast": 1, "DotGeneral": 1, "Expand": 1}),
+    "int4_shift3": (lambda x, q, s, z: int4_linear(x, q, s, z, shift=3), (X, Q4, *groups(32)),
+                    PRIMS_INT4),
+    "int4_high_first": (lambda x, q, s, z: int4_linear(x, q, s, z, low_first=False),
+                        (X, Q4, *groups(32)), PRIMS_INT4),
+    "int4_g16": (int4_linear, (X, Q4, *groups(16)), PRIMS_INT4),
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_forms_and_near_misses(form):
+    fn, args, want = FORMS[form]
+    assert recognize(rlx_jax.trace(fn, *args)).op_counts() == want
+
+
+def _closed(form):
+    """The form with its weights closed over (Constants of the program): a function of x."""
+    fn, (x, *weights), _ = FORMS[form]
+    weights = [jnp.asarray(w) for w in weights]
+    return (lambda x: fn(x, *weights)), (x,)
+
+
+CALLS = {f"{form}_{how}": (form, how) for form in ("int8", "int4_g32", "int4_g64")
+         for how in ("arguments", "constants")}
+
+
+def _call(name):
+    form, how = CALLS[name]
+    if how == "constants":
+        return _closed(form)
+    fn, args, _ = FORMS[form]
+    return fn, args
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_equals_jax(name, backend):
+    """One DequantMatMul on mlx and coreml (xla decomposes it); results equal jax.jit's up to
+    the de-quantization's rounding (MLX computes scale·q + bias, not scale·(q − zero)) and the
+    matmul's summation order."""
+    fn, args = _call(name)
+    jf = rlx_jax.jit(fn, backend=backend)
+    counts = jf.lower(*args).op_counts()
+    if backend == "xla":
+        assert "DequantMatMul" not in counts and counts["DotGeneral"] == 1
+    else:
+        assert counts == {"DequantMatMul": 1}
+    np.testing.assert_allclose(np.asarray(jf(*args)), jax.jit(fn)(*args), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_mlx_runs_quantized_matmul(name):
+    """The MLX program calls quantized_matmul; constant weights are packed at lowering time
+    (the program is that one op), argument weights in the program (a transpose of the bytes
+    and of the scales, no float weight)."""
+    fn, args = _call(name)
+    counts = rlx_jax.jit(fn, backend="mlx").lower(*args).op_counts("backend")
+    assert counts.get("QuantizedMatmul") == 1 and "Matmul" not in counts
+    if name.endswith("constants"):
+        assert counts == {"QuantizedMatmul": 1}
+    plain = rlx_jax.jit(fn, backend="mlx", recognize=False).lower(*args).op_counts("backend")
+    assert "QuantizedMatmul" not in plain and plain["Matmul"] == 1
+
+
+def test_mlx_int8_with_no_group_size_runs_the_formula():
+    """K = 40: no MLX group size (32, 64, 128) divides it; the formula runs (mx ops)."""
+    x, q = X[..., :40], Q8[:40]
+    jf = rlx_jax.jit(int8_linear, backend="mlx")
+    assert jf.lower(x, q, S8).op_counts() == {"DequantMatMul": 1}
+    assert "QuantizedMatmul" not in jf.lower(x, q, S8).op_counts("backend")
+    np.testing.assert_allclose(np.asarray(jf(x, q, S8)), int8_linear(x, q, S8), rtol=1e-5,
+                               atol=1e-5)
+
+
+COREML_IOS18 = {"constexpr_blockwise_shift_scale": 1, "matmul": 1}
+COREML_COMPOSED = {
+    "int8": {"cast": 1, "matmul": 1, "mul": 1},
+    "int4_g32": {"cast": 1, "expand_dims": 2, "floor_div": 1, "matmul": 1, "mul": 2,
+                 "reshape": 3, "stack": 1, "sub": 2},
+}
+
+
+@pytest.mark.parametrize("form", sorted(COREML_COMPOSED))
+@pytest.mark.parametrize("target", ["iOS16", "iOS18"])
+def test_coreml_programs(form, target):
+    """Constant weights: one constexpr_blockwise_shift_scale and a matmul where the target is
+    iOS18 or later, else the composition (as for argument weights on every target); results
+    equal jax.jit's (the constexpr's output is the formula's weight, operation for
+    operation)."""
+    for fn, args, constant in (_closed(form) + (True,), FORMS[form][:2] + (False,)):
+        jf = rlx_jax.jit(fn, backend="coreml", minimum_deployment_target=target)
+        low = jf.lower(*args)
+        assert low.op_counts() == {"DequantMatMul": 1}
+        want = COREML_IOS18 if constant and target == "iOS18" else COREML_COMPOSED[form]
+        assert low.op_counts("backend") == want
+        np.testing.assert_allclose(np.asarray(jf(*args)), jax.jit(fn)(*args), rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_executor_blockwise_shift_scale_is_the_spec():
+    """out = scale · (data − offset) per block (coremltools' decompression, op for op), and a
+    data / scale shape that is not blocks is refused."""
+    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import \
+        constexpr_blockwise_shift_scale as op
+    data = R.randint(0, 16, (8, 6)).astype(np.uint8)
+    scale, offset = R.rand(2, 3).astype(np.float32), R.rand(2, 3).astype(np.float32) * 15
+    got = OVERRIDES["constexpr_blockwise_shift_scale"](data=data, scale=scale, offset=offset)
+    np.testing.assert_array_equal(got, op.decompress(data, scale, offset))
+    got = OVERRIDES["constexpr_blockwise_shift_scale"](data=data.astype(np.int8),
+                                                       scale=scale[:1].astype(np.float16))
+    np.testing.assert_array_equal(got, op.decompress(data.astype(np.int8),
+                                                     scale[:1].astype(np.float16), None))
+    with pytest.raises(rlx_jax.errors.LoweringError, match="not blocks"):
+        OVERRIDES["constexpr_blockwise_shift_scale"](data=data, scale=R.rand(3, 6))
+
+
+def test_executor_interleaved_concat():
+    """concat(interleave=True), which coremltools writes for a stack + reshape: the inputs
+    alternate along the axis."""
+    a, b = np.arange(6).reshape(3, 2), -np.arange(6).reshape(3, 2)
+    got = OVERRIDES["concat"](values=[a, b], axis=0, interleave=True)
+    np.testing.assert_array_equal(got, np.stack([a, b], axis=1).reshape(6, 2))
+    np.testing.assert_array_equal(OVERRIDES["concat"](values=[a, b], axis=1),
+                                  np.concatenate([a, b], 1))
