@@ -63,7 +63,7 @@ def _node_bytes(node):
     return sum(v.nbytes for v in node.inputs) + sum(v.nbytes for v in node.outputs)
 
 
-def cost_analysis(graph):
+def cost_analysis(graph) -> dict[str, float]:
     """{"flops", "bytes accessed"} of `graph`, regions included (each once)."""
     flops = nbytes = 0
     for node in graph.walk():
@@ -72,7 +72,7 @@ def cost_analysis(graph):
     return {"flops": float(flops), "bytes accessed": float(nbytes)}
 
 
-def memory_analysis(graph):
+def memory_analysis(graph) -> MemoryAnalysis:
     outputs = {v.id for v in graph.outputs}
     temp = const = 0
     for node in graph.walk():

@@ -8,24 +8,25 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
 
 import jax
 
 from . import options as _options
 from . import distributed, interop, methods, nesting, stages, symbolic
 from . import jax_internals
-from .arguments import (FAST_SIGNATURES, PLAIN_ARRAY_TYPES, TracedArgument, function_name,
+from .arguments import (FAST_SIGNATURES, PLAIN_ARRAY_TYPES, DirectCall, FlatCall, FlatFun,
+                        TracedArgument, flat_function, function_name,
                         static_args, key_boundary, leaf_names, leaf_signature, out_specs,
                         output_names, raise_unhashable, weak_types)
 from .backends.base import NotCompiled, all_backends, available_backends, get_backend
 from .errors import BadArgumentError, RlxError
 from .frontend.trace import graph_from_jaxpr
-from .ir import prng
+from .ir import Graph, prng
 from .numpy_rules import with_own_numpy_rules
 from .passes.recognize import recognize
-from .placement import place, raise_host
+from .placement import Placement, place, raise_host
 from .stages import RECORDERS, Compiled, Lowered  # noqa: F401 - rlx_jax.api's public names
 
 
@@ -33,9 +34,13 @@ _METADATA = ("__module__", "__name__", "__qualname__", "__doc__")
 _CONFIG = jax_internals.module("config")
 _X64, _trace_context = _CONFIG.enable_x64, _CONFIG.trace_context
 _flatten = jax.tree_util.tree_flatten
+Key = tuple[Any, ...]      # a cache_key
+# Jitted._trace's (ClosedJaxpr, traced graph, result tree, timings, arguments.KeyBoundary)
+TraceResult = tuple[Any, Graph, jax.tree_util.PyTreeDef, dict[str, float], Any]
 
 
-def cache_key(tree, sigs, statics):
+def cache_key(tree: jax.tree_util.PyTreeDef, sigs: tuple[Any, ...],
+              statics: tuple[Any, ...]) -> Key:
     """The executable cache's key of a call: the dynamic leaves' pytree structure and
     signatures, the static arguments, and JAX's trace context (the configuration jax.jit keys
     its own cache on: x64, PRNG and dtype-promotion modes, ...). Jitted._key and the xla
@@ -47,10 +52,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+
 class Jitted(Generic[P, R]):
     """What `jit` returns: called like the function it wraps (`P`: its parameters), with the
     function's result structure (`R`, its leaves as the `output` option gives them)."""
-    def __init__(self, fun, backend, static_argnums, static_argnames, options):
+    def __init__(self, fun: Callable[P, R], backend: str, static_argnums: int | Sequence[int],
+                 static_argnames: str | Sequence[str], options: Mapping[str, Any]) -> None:
         self.fun = fun
         self.backend_name = backend
         self.options = dict(options)
@@ -61,36 +68,41 @@ class Jitted(Generic[P, R]):
                 pass
         self.__name__ = function_name(fun)
         self.__wrapped__ = fun
+        self._sig: inspect.Signature | None
         try:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):
             self._sig = None
         self.static_argnums, self.static_argnames = static_args(
             self._sig, static_argnums, static_argnames)
-        self._cache, self._functions = {}, {}
+        self._cache: dict[Key, FlatCall[R]] = {}
+        self._functions: dict[Key, Any] = {}
         self._lock = threading.Lock()
         self._backend = None
-        self._direct = None               # Backend.direct_call's, made after a first compile
-        self._method = None
-        self._last = None                 # _remember's (count, checks, trace context, Compiled)
+        # Backend.direct_call's, made after a first compile
+        self._direct: DirectCall[R] | Literal[False] | None = None
+        self._method: Jitted[..., R] | None = None
+        # _remember's (count, checks, trace context, Compiled)
+        self._last: tuple[int, tuple[Any, ...], Any, FlatCall[R]] | None = None
         self.trace_count = 0
         shapes = self.options.get("polymorphic_shapes")
         self._poly = None if shapes is None else symbolic.Polymorphic(
             shapes, self.options.get("polymorphic_constraints"))
 
-    def __get__(self, obj, objtype=None):
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         """`@jit` on a method (methods.py: the instance static unless it is a pytree of
         arrays)."""
         return methods.bind(self, obj, self._static_self)
 
-    def _static_self(self):
+    def _static_self(self) -> "Jitted[..., R]":
         if self._method is None:
             self._method = Jitted(self.fun, self.backend_name,
                                   tuple(self.static_argnums | {0}), (), self.options)
         return self._method
 
     # ---- argument handling ----
-    def split_statics(self, args, kwargs):
+    def split_statics(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+                      ) -> tuple[tuple[Any, ...], tuple[Any, ...], dict[str, Any]]:
         """(static (position or name, value) pairs, dynamic args, dynamic kwargs) of a call."""
         if not self.static_argnums and not self.static_argnames:
             return (), args, kwargs          # the common case, on every cached call
@@ -106,7 +118,7 @@ class Jitted(Generic[P, R]):
             raise_unhashable(self.__name__, statics)
         return statics, dyn_args, dyn_kwargs
 
-    def _key(self, args, kwargs):
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Key, list[Any]]:
         """(cache_key, dynamic leaves) of a call: one flatten, the leaves' signatures per type
         (arguments.FAST_SIGNATURES: no per-leaf probing for the common types)."""
         if self.static_argnums or self.static_argnames:
@@ -122,7 +134,8 @@ class Jitted(Generic[P, R]):
             sigs = self._signatures(leaves, args, kwargs, x64)
         return cache_key(tree, sigs, statics), leaves
 
-    def _signatures(self, leaves, dyn_args, dyn_kwargs, x64):
+    def _signatures(self, leaves: list[Any], dyn_args: tuple[Any, ...],
+                    dyn_kwargs: dict[str, Any], x64: bool) -> tuple[Any, ...]:
         """leaf_signature of each leaf; a bad leaf's error names its pytree path."""
         sigs = []
         for i, x in enumerate(leaves):
@@ -136,34 +149,18 @@ class Jitted(Generic[P, R]):
         return tuple(sigs)
 
     # ---- tracing ----
-    def _flat_fun(self, tree, statics):
-        """The function of the dynamic leaves (pytree `tree`) with `statics` put back; its
-        `out_trees` collects the result tree of each call."""
-        static_pos = dict(s for s in statics if isinstance(s[0], int))
-        static_kw = {k: v for k, v in statics if isinstance(k, str)}
 
-        def flat_fun(*leaves):
-            dyn_args, dyn_kwargs = jax.tree_util.tree_unflatten(tree, leaves)
-            it = iter(dyn_args)
-            n = len(dyn_args) + len(static_pos)
-            full = [static_pos[i] if i in static_pos else next(it) for i in range(n)]
-            outs, t = jax.tree_util.tree_flatten(self.fun(*full, **dyn_kwargs, **static_kw))
-            flat_fun.out_trees.append(t)
-            return outs
-        flat_fun.tree, flat_fun.out_trees = tree, []
-        return flat_fun
-
-    def _check_signature(self, args, kwargs):
+    def _check_signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._sig is not None:
             try:
                 self._sig.bind(*args, **kwargs)
             except TypeError as e:
                 raise BadArgumentError(f"{self.__name__}: {e}") from None
 
-    def _trace(self, key, args, kwargs):
+    def _trace(self, key: Key, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TraceResult:
         tree, sigs, statics = key[:3]
         static_pos = dict(s for s in statics if isinstance(s[0], int))
-        flat_fun = self._flat_fun(tree, statics)
+        flat_fun = flat_function(self.fun, tree, statics)
         out_tree = flat_fun.out_trees
         structs = [jax.ShapeDtypeStruct(s, prng.jax_dtype(d), weak_type=w) for s, d, w in sigs]
         self._check_signature(args, kwargs)
@@ -188,11 +185,11 @@ class Jitted(Generic[P, R]):
         return closed, graph, out_tree[0], {"make_jaxpr": t1 - t0, "frontend": t2 - t1}, \
             key_boundary(closed)
 
-    def _place(self, graph):
+    def _place(self, graph: Graph) -> Placement:
         """The Placement of `graph` on this function's backend; for backend="auto", on the
         first available backend that runs it all, else the one with the fewest host ops."""
         names = available_backends() if self.backend_name == "auto" else [self.backend_name]
-        best = None
+        best: Placement | None = None
         for name in names:
             fallback = "host" if len(names) > 1 else self.options.get("fallback", "host")
             placed = place(graph, get_backend(name), self.options.get("native_backward", True),
@@ -201,14 +198,15 @@ class Jitted(Generic[P, R]):
                 return placed
             if best is None or len(placed.host) < len(best.host):
                 best = placed
+        assert best is not None
         if self.options.get("fallback") == "error":
             raise_host(best.graph, best.backend, best.host)
         return best
 
-    def _backend_options(self):
+    def _backend_options(self) -> dict[str, Any]:
         return {k: v for k, v in self.options.items() if k not in _options.COMMON}
 
-    def trace(self, *args, **kwargs):
+    def trace(self, *args: P.args, **kwargs: P.kwargs) -> stages.Traced:
         """The stages.Traced of a call: `.jaxpr`, `.graph`, `.lower()`."""
         key = self._static_key(args, kwargs)
         traced = self._trace(key, args, kwargs)
@@ -225,13 +223,14 @@ class Jitted(Generic[P, R]):
             return symbolic.lowered_at(self, key, args, kwargs)
         return self._lower(key, args, kwargs)
 
-    def _static_key(self, args, kwargs):
+    def _static_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Key:
         try:
             return self._key(args, kwargs)[0]
         except TracedArgument as e:
             nesting.refuse(self.__name__, self.backend_name, e.args[0])
 
-    def _lower(self, key, args, kwargs, traced=None, placed=None):
+    def _lower(self, key: Key, args: tuple[Any, ...], kwargs: dict[str, Any],
+               traced: TraceResult | None = None, placed: Placement | None = None) -> Lowered:
         """The Lowered of a call: traced (or `traced`: the _trace tuple), recognized and
         placed; or with `placed` (a Placement of `traced`'s graph, already legalized), as
         it is."""
@@ -254,6 +253,7 @@ class Jitted(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         last = self._last        # the previous call's, when its arguments were plain arrays
+        a: Any
         if last is not None and not kwargs and len(args) == last[0]:
             for a, (t, shape, dtype) in zip(args, last[1]):
                 if type(a) is not t or a.shape != shape or a.dtype != dtype:
@@ -289,7 +289,7 @@ class Jitted(Generic[P, R]):
         except TracedArgument as e:
             if nesting.inside_trace():
                 return self.fun(*args, **kwargs)       # inlined into the outer rlx_jax trace
-            return interop.bind(self, args, kwargs)    # one rlx_call primitive (interop.py)
+            return cast(R, interop.bind(self, args, kwargs))   # one rlx_call (interop.py)
         compiled = self._cache.get(key)
         if compiled is None:
             try:
@@ -297,10 +297,11 @@ class Jitted(Generic[P, R]):
             except nesting.OuterTransformation:     # it needs an enclosing trace's values
                 if nesting.inside_trace():
                     return self.fun(*args, **kwargs)       # inlined into the rlx_jax trace
-                return interop.bind(self, args, kwargs)    # rlx_call takes them as inputs
+                return cast(R, interop.bind(self, args, kwargs))   # rlx_call takes them as inputs
         return compiled.call_flat(leaves)
 
-    def _compile(self, key, args, kwargs):
+    def _compile(self, key: Key, args: tuple[Any, ...], kwargs: dict[str, Any]
+                 ) -> FlatCall[R]:
         """The Compiled of `key`, made once (under the lock) and cached."""
         with self._lock:
             compiled = self._cache.get(key)
@@ -313,7 +314,8 @@ class Jitted(Generic[P, R]):
                     self._direct = get_backend(self.backend_name).direct_call(self) or False
         return compiled
 
-    def _remember(self, args, leaves, context, compiled):
+    def _remember(self, args: tuple[Any, ...], leaves: list[Any], context: Any,
+                  compiled: FlatCall[R]) -> None:
         """Keeps a call whose arguments are all positional arrays of PLAIN_ARRAY_TYPES (its
         leaves are its arguments) as the last call: the next call with arrays of the same types,
         shapes and dtypes under the same trace context reuses its Compiled with no pytree
@@ -322,11 +324,11 @@ class Jitted(Generic[P, R]):
             self._last = (len(args), tuple([(type(a), a.shape, a.dtype) for a in args]),
                           context, compiled)
 
-    def compiled(self, key):
+    def compiled(self, key: Key) -> FlatCall[R] | None:
         """The Compiled of a cache_key, or None when that signature is not compiled yet."""
         return self._cache.get(key)
 
-    def clear_cache(self):
+    def clear_cache(self) -> None:
         self._cache.clear()
         self._last = None
         if self._poly is not None:             # the symbolic traces too
@@ -336,21 +338,22 @@ class Jitted(Generic[P, R]):
             self._direct = None
 
     # ---- what interop.bind needs ----
-    def flat_call(self, args, kwargs):
+    def flat_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+                  ) -> tuple[tuple[Any, ...], FlatFun, list[Any]]:
         """(statics, the flat function of the dynamic leaves, those leaves) of a call."""
         self._check_signature(args, kwargs)
         statics, dyn_args, dyn_kwargs = self.split_statics(args, kwargs)
         leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        return statics, self._flat_fun(tree, statics), leaves
+        return statics, flat_function(self.fun, tree, statics), leaves
 
-    def rlx_function(self, key, make):
+    def rlx_function(self, key: Key, make: Callable[[], Any]) -> Any:
         """The interop.RlxFunction (and its result info) of one call signature, made once."""
         with self._lock:
             if key not in self._functions:
                 self._functions[key] = make()
             return self._functions[key]
 
-    def like(self, fun, output):
+    def like(self, fun: Callable[..., Any], output: str) -> "Jitted[..., Any]":
         """A Jitted of `fun` (flat leaves, no statics) on this backend with these options."""
         return Jitted(fun, self.backend_name, (), (), dict(self.options, output=output))
 
@@ -379,8 +382,9 @@ def jit(fun: Callable[P, R] | None = None, *, backend: str = "auto",
     _options.check_backend(backend, backends)
     _options.check_options(backend, options, backends)
     if fun is None:
-        return functools.partial(jit, backend=backend, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, **options)
+        return cast(Callable[[Callable[P, R]], Jitted[P, R]], functools.partial(
+            jit, backend=backend, static_argnums=static_argnums, static_argnames=static_argnames,
+            **options))
     if not callable(fun):
         raise BadArgumentError(f"jit expects a function, got {type(fun).__name__}")
     return Jitted(fun, backend, static_argnums, static_argnames, options)

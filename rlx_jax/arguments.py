@@ -4,7 +4,8 @@ typed PRNG keys at the boundary (KeyBoundary), results' weak types (with_weak_ty
 errors for arguments that cannot be taken (tracers, keys of an unsupported implementation,
 unhashable static values)."""
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast
 
 import jax
 import numpy as np
@@ -119,8 +120,9 @@ def _float_signature(x, x64):
 # type -> (leaf, x64) -> signature (as leaf_signature gives it), for the leaf types every cached
 # call meets (Jitted._key); a backend adds its own array type (MLX: mx.array). Any other type
 # takes leaf_signature's general path, which also raises for bad leaves.
-FAST_SIGNATURES = {jax_internals.module("array").ArrayImpl: _array_signature,
-                   np.ndarray: _numpy_signature, float: _float_signature}
+FAST_SIGNATURES: dict[type, Callable[[Any, bool], Any]] = {
+    jax_internals.module("array").ArrayImpl: _array_signature, np.ndarray: _numpy_signature,
+    float: _float_signature}
 
 # Array types whose signature is a function of (type, shape, dtype) alone under one trace
 # context (never weakly typed): a call whose arguments are all positional arrays of these
@@ -278,3 +280,48 @@ def _weakly_typed(x, weak):
     impl = jax_internals.module("array").ArrayImpl
     return impl(x.aval.update(weak_type=weak), x.sharding, x._arrays, committed=x._committed,
                 _skip_checks=True)
+
+
+R_co = TypeVar("R_co", covariant=True)
+
+
+class FlatCall(Protocol[R_co]):
+    """A Compiled as a Jitted of a function with results `R_co` holds it."""
+    def call_flat(self, leaves: Any) -> R_co: ...
+
+
+class DirectCall(Protocol[R_co]):
+    """A backend's direct call of a Jitted (Backend.direct_call)."""
+    def usable(self) -> bool: ...
+
+    def call(self, *args: Any, **kwargs: Any) -> R_co: ...
+
+
+class FlatFun(Protocol):
+    """flat_function's function of the dynamic leaves: `tree` the leaves' pytree,
+    `out_trees` the result tree of each call."""
+    tree: jax.tree_util.PyTreeDef
+    out_trees: list[jax.tree_util.PyTreeDef]
+
+    def __call__(self, *leaves: Any) -> list[Any]: ...
+
+
+def flat_function(fun: Callable[..., Any], tree: jax.tree_util.PyTreeDef,
+                  statics: tuple[Any, ...]) -> FlatFun:
+    """The function of the dynamic leaves (pytree `tree`) of a call of `fun`, with `statics`
+    put back; its `out_trees` collects the result tree of each call."""
+    static_pos = dict(s for s in statics if isinstance(s[0], int))
+    static_kw = {k: v for k, v in statics if isinstance(k, str)}
+
+    def flat_fun(*leaves: Any) -> list[Any]:
+        dyn_args, dyn_kwargs = jax.tree_util.tree_unflatten(tree, leaves)
+        it = iter(dyn_args)
+        n = len(dyn_args) + len(static_pos)
+        full = [static_pos[i] if i in static_pos else next(it) for i in range(n)]
+        outs, t = jax.tree_util.tree_flatten(fun(*full, **dyn_kwargs, **static_kw))
+        out_trees.append(t)
+        return outs
+    out_trees: list[jax.tree_util.PyTreeDef] = []
+    typed = cast(FlatFun, flat_fun)
+    typed.tree, typed.out_trees = tree, out_trees
+    return typed

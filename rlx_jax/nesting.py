@@ -14,6 +14,7 @@ import functools
 import os
 import sys
 import threading
+from typing import NoReturn
 
 import jax
 
@@ -54,7 +55,7 @@ def _call_site():
     return "<unknown>"
 
 
-def refuse(name, backend, tracer):
+def refuse(name, backend, tracer) -> NoReturn:
     raise UnsupportedTransformationError(
         f"{name}.lower / .trace (an rlx_jax.jit function, backend {backend!r}) was called on "
         f"JAX tracers ({type(tracer).__name__}) at {_call_site()}: a Lowered is made for "

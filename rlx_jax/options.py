@@ -20,22 +20,28 @@ an input of the program, and an rlx_jax.jit function called inside another rlx_j
 always inlined. `abstracted_axes`, `in_shardings`, `out_shardings` and `device` are refused with
 what to do instead; so is a JAX platform name (`backend="cpu"`) as the backend.
 """
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
 from .errors import BadArgumentError
 
+if TYPE_CHECKING:
+    from .backends.base import Backend
 
-def _ints(v):
+
+def _ints(v: object) -> bool:
     return isinstance(v, int) or (isinstance(v, (tuple, list)) and all(isinstance(i, int)
                                                                       for i in v))
 
 
-def _names(v):
+def _names(v: object) -> bool:
     return isinstance(v, str) or (isinstance(v, (tuple, list)) and all(isinstance(i, str)
                                                                       for i in v))
 
 
 OUTPUTS = ("jax", "numpy", "native")
 FALLBACKS = ("host", "error")
-COMMON = {
+COMMON: dict[str, Callable[[Any], bool]] = {
     "output": lambda v: v in OUTPUTS,
     "native_backward": lambda v: isinstance(v, bool),
     "fallback": lambda v: v in FALLBACKS,
@@ -75,7 +81,7 @@ JAX_ONLY = {
 }
 
 
-def check_backend(backend, backends):
+def check_backend(backend: object, backends: Mapping[str, "Backend"]) -> None:
     """Raises BadArgumentError unless `backend` names an rlx_jax backend or "auto"."""
     choices = sorted(backends) + ["auto"]
     if not isinstance(backend, str):
@@ -90,7 +96,7 @@ def check_backend(backend, backends):
         raise BadArgumentError(f"unknown backend {backend!r}; choose one of {choices}")
 
 
-def _accepted(backend_name, backends):
+def _accepted(backend_name: str, backends: Mapping[str, "Backend"]) -> str:
     own = ({n: sorted(b.options) for n, b in sorted(backends.items()) if b.options}
            if backend_name == "auto" else {backend_name: sorted(backends[backend_name].options)})
     per = "; ".join(f"{n}: {v}" for n, v in own.items()) or "none"
@@ -98,7 +104,8 @@ def _accepted(backend_name, backends):
             f"the backends' own ({per})")
 
 
-def check_options(backend_name, options, backends):
+def check_options(backend_name: str, options: Mapping[str, Any],
+                  backends: Mapping[str, "Backend"]) -> None:
     """Raises BadArgumentError for an unknown option or value; returns None."""
     where = f"rlx_jax.jit(backend={backend_name!r})"
     for name in sorted(set(options) & set(JAX_ONLY)):
@@ -134,5 +141,5 @@ def check_options(backend_name, options, backends):
         raise BadArgumentError(f"rlx_jax.jit(backend={backend_name!r}): {e}") from None
 
 
-def _named(owners):
+def _named(owners: Mapping[str, list[str]]) -> str:
     return ", ".join(f"{k!r} ({'/'.join(v) if v else 'no backend'})" for k, v in owners.items())

@@ -5,7 +5,8 @@ are rlx_jax's IR or the backend's program, never StableHLO (`lowered_text`); the
 memory estimates are in analysis.py.
 """
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import jax
 
@@ -15,8 +16,9 @@ from .arguments import with_weak_types
 from .debug_checks import DEBUG_INFS, DEBUG_NANS
 from .backends.base import Executable, runtime_of
 from .errors import BadArgumentError
+from .ir import Graph
 from .numpy_rules import with_own_numpy_rules
-from .placement import warn_once
+from .placement import Placement, warn_once
 from .placement.executable import PartitionedExecutable
 
 
@@ -24,10 +26,11 @@ class Traced:
     """A traced call: `.jaxpr` (the ClosedJaxpr), `.graph` (the traced IR, before legalization),
     `.lower()` (the `Lowered` for the function's backend)."""
 
-    def __init__(self, jaxpr, graph, lower):
+    def __init__(self, jaxpr: jax.extend.core.ClosedJaxpr, graph: Graph,
+                 lower: Callable[[], "Lowered"]) -> None:
         self.jaxpr, self.graph, self._lower = jaxpr, graph, lower
 
-    def lower(self, **jax_keywords):
+    def lower(self, **jax_keywords: Any) -> "Lowered":
         """The Lowered; JAX's lowering keywords (jax.export passes `lowering_platforms=`, ...)
         ask for StableHLO, which rlx_jax does not make: refused, saying what does."""
         if jax_keywords:
@@ -38,7 +41,7 @@ class Traced:
                 f"package with rlx_jax.export_coreml(f, *args) (symbolic shapes included)")
         return self._lower()
 
-    def as_text(self):
+    def as_text(self) -> str:
         return self.graph.as_text()
 
 
@@ -49,35 +52,37 @@ RECORDERS: list[list[Any]] = []
 class Lowered:
     """A traced and legalized program for one backend and one input signature."""
 
-    def __init__(self, graph, placement, options, in_tree, out_tree, timings, name,
-                 keys=None, out_weak=()):
+    def __init__(self, graph: Graph, placement: Placement, options: dict[str, Any],
+                 in_tree: jax.tree_util.PyTreeDef, out_tree: jax.tree_util.PyTreeDef,
+                 timings: dict[str, float], name: str, keys: Any = None,
+                 out_weak: Sequence[bool] = ()) -> None:
         self.graph, self._placement, self.keys = graph, placement, keys
         self.out_weak = out_weak     # the jaxpr's output weak types (arguments.weak_types)
         self.legalized, self.backend = placement.graph, placement.backend
         self.options, self.in_tree, self.out_tree = options, in_tree, out_tree
         self.timings, self.name = timings, name
-        self.out_specs = ()              # arguments.out_specs (set by Jitted._lower)
-        self._backend_program = None
+        self.out_specs: Sequence[Any] = ()   # arguments.out_specs (set by Jitted._lower)
+        self._backend_program: Any = None
         self.fallback = "host"           # jit's fallback (set by Jitted._lower)
 
-    def placement(self):
+    def placement(self) -> Placement:
         """Where each op runs (placement.Placement): the segments in order, device or host,
         their ops (host ones with why), and the values crossing each boundary."""
         return self._placement
 
-    def as_text(self, level="ir", **jax_keywords):
+    def as_text(self, level: str = "ir", **jax_keywords: Any) -> str:
         """level: "ir" (legalized), "traced", "placement" (the IR with each node's segment),
         or "backend" (the backend's program); JAX's "stablehlo"/"hlo" are refused (lowered_text)."""
         return lowered_text(self, level, jax_keywords)
 
-    def op_counts(self, level="ir"):
+    def op_counts(self, level: str = "ir") -> dict[str, int]:
         """OpKind name -> count of the legalized graph; level="backend": the backend's ops."""
         if level == "ir":
             return self.legalized.op_counts()
-        return self._program().op_counts()
+        return cast(dict[str, int], self._program().op_counts())
 
     @with_own_numpy_rules
-    def _program(self):
+    def _program(self) -> Any:
         if not self._placement.device_only:
             raise BadArgumentError(
                 f"'{self.name}' runs in {len(self._placement.segments)} segments (some on the "
@@ -109,7 +114,8 @@ class Lowered:
 class Compiled:
     """A lowered, ready executable; call it with the same argument structure as the function."""
 
-    def __init__(self, executable, lowered, output=_options.DEFAULT_OUTPUT):
+    def __init__(self, executable: Callable[..., Any], lowered: Lowered,
+                 output: str = _options.DEFAULT_OUTPUT) -> None:
         self.executable = executable
         self.lowered = lowered
         self.output = output
@@ -124,12 +130,12 @@ class Compiled:
             self._convert = _on_mesh(self._convert, lowered.out_specs)
 
     @property
-    def runtime(self):
+    def runtime(self) -> str:
         """What runs the program, read now ("mlx-eager" after an mx.compile failure on the
         first call): "mlx-compiled", "mil-reference", "coreml", "xla"; "+host" with host parts."""
         return runtime_of(self.executable, self.lowered.backend)
 
-    def call_flat(self, leaves):
+    def call_flat(self, leaves: Sequence[Any]) -> Any:
         keys = self._keys
         if keys is None and self._convert is None and self._single:    # native, one array
             outs = self.executable(*leaves)
@@ -149,16 +155,16 @@ class Compiled:
             return outs[0]
         return jax.tree_util.tree_unflatten(self.lowered.out_tree, outs)
 
-    def as_text(self):
+    def as_text(self) -> str:
         """The backend's program (device-only programs of MLX and Core ML), else the IR with
         each node's segment."""
         return compiled_text(self.lowered)
 
-    def cost_analysis(self):
+    def cost_analysis(self) -> dict[str, float]:
         """{"flops", "bytes accessed"} estimated from the legalized IR (analysis.py: the rules)."""
         return analysis.cost_analysis(self.lowered.legalized)
 
-    def memory_analysis(self):
+    def memory_analysis(self) -> analysis.MemoryAnalysis:
         """analysis.MemoryAnalysis: argument, output, temporary and constant bytes of the IR."""
         return analysis.memory_analysis(self.lowered.legalized)
 
@@ -170,10 +176,11 @@ class Compiled:
         return self.call_flat(leaves)
 
 
-def _on_mesh(convert, specs):
+def _on_mesh(convert: Callable[[list[Any]], list[Any]] | None,
+             specs: Sequence[Any]) -> Callable[[list[Any]], list[Any]]:
     """`convert` followed by placing each result as a NamedSharding of the current mesh
     (jax.set_mesh) with its spec, as jax.jit's results are under a mesh."""
-    def placed(outs):
+    def placed(outs: list[Any]) -> list[Any]:
         outs = convert(outs) if convert is not None else outs
         mesh = jax.sharding.get_mesh()
         if getattr(mesh, "empty", True):
@@ -184,7 +191,7 @@ def _on_mesh(convert, specs):
     return placed
 
 
-def compiled_text(lowered):
+def compiled_text(lowered: Lowered) -> str:
     """The backend's program where there is one and it runs whole on the device, else the
     legalized IR with each node's segment."""
     try:
@@ -196,7 +203,7 @@ def compiled_text(lowered):
 TEXT_LEVELS = ("ir", "traced", "placement", "backend")
 
 
-def lowered_text(lowered, level, jax_keywords):
+def lowered_text(lowered: Lowered, level: str, jax_keywords: dict[str, Any]) -> str:
     """Lowered.as_text: rlx_jax's program at `level`. JAX's own levels (StableHLO, HLO, its
     `dialect=` / `debug_info=` keywords) are JAX's compiler IR, which rlx_jax does not make:
     asking for them is refused, saying where JAX's text comes from."""
@@ -212,4 +219,4 @@ def lowered_text(lowered, level, jax_keywords):
         return lowered.graph.as_text()
     if level == "placement":
         return lowered.placement().annotated_text()
-    return lowered._program().as_text()
+    return cast(str, lowered._program().as_text())

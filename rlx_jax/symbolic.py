@@ -13,14 +13,42 @@ callable serving every size).
 """
 import os
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import jax
 
 from .errors import (BadArgumentError, RefusalError, RlxError, ShapeConstraintError,
                      SymbolicShapeError)
-from .ir import dims
+from .ir import Graph, dims
 from .ir.instantiate import bind, instantiate
+from .stages import Compiled, Lowered
+
+Key = tuple[Any, ...]      # an api.cache_key
+# a Jitted._trace result: (ClosedJaxpr, graph, result tree, timings, arguments.KeyBoundary)
+Traced = tuple[Any, ...]
+
+
+class Jitted(Protocol):
+    """What this module uses of an api.Jitted (api.py imports this module)."""
+    backend_name: str
+    options: dict[str, Any]
+    _poly: "Polymorphic | None"
+
+    @property
+    def __name__(self) -> str: ...
+
+    def split_statics(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+                      ) -> tuple[tuple[Any, ...], tuple[Any, ...], dict[str, Any]]: ...
+
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Key, list[Any]]: ...
+
+    def _trace(self, key: Key, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Traced: ...
+
+    def _lower(self, key: Key, args: Any, kwargs: Any, traced: Any = None,
+               placed: Any = None) -> Lowered: ...
+
+    def _backend_options(self) -> dict[str, Any]: ...
 
 _poly = dims._poly
 _PKG = os.path.dirname(os.path.abspath(__file__))
@@ -31,16 +59,17 @@ class Polymorphic:
     """A Jitted's polymorphic_shapes: its scope (constraints) and the symbolic programs traced
     so far, one per symbolic signature."""
 
-    def __init__(self, shapes, constraints):
+    def __init__(self, shapes: Any, constraints: Sequence[str] | None) -> None:
         self.shapes = shapes
         try:
             self.scope = jax.export.SymbolicScope(tuple(constraints or ()))
         except Exception as e:  # noqa: BLE001 - jax.export's parse error, retyped
             raise BadArgumentError(f"polymorphic_constraints={constraints!r}: {e}") from None
-        self.programs = {}
-        self.prepared = {}        # symbolic signature -> Prepared (compiled_at)
+        self.programs: dict[Key, Traced] = {}
+        self.prepared: dict[Key, Prepared] = {}   # symbolic signature -> Prepared (compiled_at)
 
-    def specs(self, jitted, args, kwargs):
+    def specs(self, jitted: Jitted, args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> list[jax.ShapeDtypeStruct]:
         """The symbolic ShapeDtypeStructs of the dynamic leaves of one call, in leaf order."""
         statics, dyn_args, dyn_kwargs = jitted.split_statics(args, kwargs)
         shapes = self.shapes
@@ -62,14 +91,14 @@ class Polymorphic:
                         f"the arguments: {e}") from None
 
 
-def symbolic_key(key, specs):
+def symbolic_key(key: Key, specs: Sequence[jax.ShapeDtypeStruct]) -> Key:
     """`key` (api.cache_key) with each leaf's shape the symbolic one."""
     tree, sigs, statics, context = key
     sigs = tuple((tuple(s.shape), d, w) for s, (_, d, w) in zip(specs, sigs))
     return (tree, sigs, statics, context)
 
 
-def leaf_labels(jitted, args, kwargs):
+def leaf_labels(jitted: Jitted, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
     """A name per dynamic leaf for messages: args[0]['w'], kwargs['x'], ..."""
     _, dyn_args, dyn_kwargs = jitted.split_statics(args, kwargs)
     paths = jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0]
@@ -77,7 +106,8 @@ def leaf_labels(jitted, args, kwargs):
             for p, _ in paths]
 
 
-def trace_symbolic(jitted, skey, args, kwargs):
+def trace_symbolic(jitted: Jitted, skey: Key, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Traced:
     """Jitted._trace at the symbolic key, JAX's undecidable shape relations retyped."""
     try:
         return jitted._trace(skey, args, kwargs)
@@ -90,10 +120,11 @@ def trace_symbolic(jitted, skey, args, kwargs):
             f"holds for every size") from None
 
 
-def lowered_at(jitted, key, args, kwargs):
+def lowered_at(jitted: Jitted, key: Key, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Lowered:
     """The Lowered of one concrete call `key` of a polymorphic Jitted: the symbolic program of
     its signature (traced once), bound to the call's shapes and instantiated."""
     poly = jitted._poly
+    assert poly is not None
     specs = poly.specs(jitted, args, kwargs)
     skey = symbolic_key(key, specs)
     shapes = [s for s, _, _ in key[1]]
@@ -105,13 +136,15 @@ def lowered_at(jitted, key, args, kwargs):
     return lowered_from(jitted, key, traced, env)
 
 
-def compiled_at(jitted, key, args, kwargs):
+def compiled_at(jitted: Jitted, key: Key, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Compiled:
     """The Compiled of one concrete call of a polymorphic Jitted. The symbolic graph is
     recognized and legalized once per symbolic signature; on a backend whose programs keep
     dimensions symbolic (Core ML), one program then serves every size when the whole graph
     lowers; otherwise each size instantiates the legalized graph, places and lowers it.
     `Prepared.reason` says why a signature has no one program."""
     poly = jitted._poly
+    assert poly is not None
     if jitted.backend_name == "auto":          # the backend is chosen per program
         return lowered_at(jitted, key, args, kwargs).compile()
     specs = poly.specs(jitted, args, kwargs)
@@ -132,10 +165,12 @@ class Prepared:
     None when legalization needs sizes), and on a backend with symbolic programs its one
     Compiled (`flexible`); `reason` says why there is no one program (None when there is)."""
 
-    def __init__(self, jitted, skey, traced):
+    def __init__(self, jitted: Jitted, skey: Key, traced: Traced) -> None:
         from .backends.base import get_backend
         self.jitted, self.traced = jitted, traced
-        self.legal = self.flexible = None
+        self.legal: Lowered | None = None
+        self.flexible: Compiled | None = None
+        self.reason: str | None
         t0 = time.perf_counter()
         try:
             self.legal = SymbolicLowered(jitted, skey, traced).placed()
@@ -148,7 +183,8 @@ class Prepared:
         if get_backend(jitted.backend_name).symbolic_programs:
             self._flexible()
 
-    def _flexible(self):
+    def _flexible(self) -> None:
+        assert self.legal is not None
         placed = self.legal.placement()
         if not placed.device_only:
             ops = sorted(set(placed.host.values()))
@@ -160,7 +196,7 @@ class Prepared:
         except RefusalError as e:     # e.g. a symbol with no upper bound (Core ML's rule)
             self.reason = str(e).splitlines()[0]
 
-    def compiled(self, key, env):
+    def compiled(self, key: Key, env: dict[str, int]) -> Compiled:
         if self.flexible is not None:
             return self.flexible
         if self.legal is None:
@@ -181,16 +217,17 @@ class Prepared:
                                                timings, keys), placed=placed).compile()
 
 
-def flexible_reason(jitted, *args, **kwargs):
+def flexible_reason(jitted: Jitted, *args: Any, **kwargs: Any) -> str | None:
     """None when calls of `jitted` with arguments shaped like these share one program for
     every size; else why each size is compiled apart."""
     poly = jitted._poly
+    assert poly is not None
     key = jitted._key(args, kwargs)[0]
     prepared = poly.prepared.get(symbolic_key(key, poly.specs(jitted, args, kwargs)))
     return "not compiled yet" if prepared is None else prepared.reason
 
 
-def lowered_from(jitted, key, traced, env):
+def lowered_from(jitted: Jitted, key: Key, traced: Traced, env: dict[str, int]) -> Lowered:
     closed, graph, out_tree, timings, keys = traced
     t0 = time.perf_counter()
     static = instantiate(graph, env)
@@ -199,7 +236,7 @@ def lowered_from(jitted, key, traced, env):
     return jitted._lower(key, None, None, (closed, static, out_tree, timings, keys))
 
 
-def is_symbolic_call(key):
+def is_symbolic_call(key: Key) -> bool:
     return any(dims.symbolic_shape(s) for s, _, _ in key[1])
 
 
@@ -207,27 +244,30 @@ class SymbolicLowered:
     """`Jitted.lower` at symbolic shapes: the traced symbolic IR (`.graph`, `.as_text()`),
     `.instantiate(**sizes)` (the backend's Lowered at one size) and `.compile()`."""
 
-    def __init__(self, jitted, key, traced):
+    def __init__(self, jitted: Jitted, key: Key, traced: Traced) -> None:
         self._jitted, self._key, self._traced = jitted, key, traced
+        self.graph: Graph
         self.jaxpr, self.graph = traced[0], traced[1]
         self.specs = [s for s, _, _ in key[1]]
         self.symbols = sorted(dims.symbols(d for s in self.specs for d in s))
         self.constraints = dims.constraints(self.specs)
 
-    def as_text(self, level="traced"):
+    def as_text(self, level: str = "traced") -> str:
         if level != "traced":
             raise BadArgumentError(
                 f"as_text({level!r}) of a symbolic lowering: only the traced IR ('traced') is "
                 f"symbolic; instantiate(**sizes) gives the backend's program at one size")
         return self.graph.as_text()
 
-    def bind(self, shapes, labels=None):
+    def bind(self, shapes: Sequence[Sequence[int]], labels: Sequence[str] | None = None
+             ) -> dict[str, int]:
         """The sizes of one call's argument shapes (ShapeConstraintError when they do not
         fit the symbolic shapes or their constraints)."""
         labels = labels or [f"argument leaf {i}" for i in range(len(shapes))]
-        return bind(self.specs, shapes, labels, self.constraints)
+        env: dict[str, int] = bind(self.specs, shapes, labels, self.constraints)
+        return env
 
-    def instantiate(self, **sizes):
+    def instantiate(self, **sizes: int) -> Lowered:
         """The backend's Lowered at concrete sizes of every symbol (by name)."""
         missing = set(self.symbols) - set(sizes)
         if missing:
@@ -242,7 +282,7 @@ class SymbolicLowered:
     def compile(self) -> "SymbolicCompiled":
         return SymbolicCompiled(self)
 
-    def placed(self):
+    def placed(self) -> Lowered:
         """The backend's Lowered of the symbolic graph itself (no size fixed): what a backend
         that keeps dimensions symbolic in its program lowers (export_coreml's flexible
         inputs). An op whose lowering needs a size is placed on the host with its reason."""
@@ -256,9 +296,9 @@ class SymbolicCompiled:
     """A callable of a SymbolicLowered: each call's sizes bound and checked, each size's
     program compiled once."""
 
-    def __init__(self, lowered):
+    def __init__(self, lowered: SymbolicLowered) -> None:
         self.lowered = lowered
-        self._by_size = {}
+        self._by_size: dict[tuple[tuple[str, int], ...], Compiled] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
@@ -274,7 +314,7 @@ class SymbolicCompiled:
         return compiled.call_flat(leaves)
 
 
-def _user_line(exc):
+def _user_line(exc: BaseException) -> str:
     """' (file.py:line)' of the innermost user frame of `exc`'s traceback, or ''."""
     tb, found = exc.__traceback__, None
     while tb is not None:

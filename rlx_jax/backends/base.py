@@ -37,7 +37,7 @@ class Executable:
         raise NotImplementedError
 
 
-def runtime_of(executable, backend):
+def runtime_of(executable, backend) -> str:
     """What runs `executable` (Executable.runtime; a plain callable: the backend's name)."""
     runtime = executable.runtime if isinstance(executable, Executable) else None
     return runtime or backend.name
@@ -50,7 +50,7 @@ BOUNDARY = frozenset({OpKind.Input})
 class Backend:
     """What a backend is. Subclass it, set `name`, implement `rules` and `lower`, and
     override the hooks it needs."""
-    name: str | None = None
+    name: str = None  # type: ignore[assignment]  # None on the base only: each backend names itself
     # kinds no rule lowers that `prepare` rewrites
     REWRITTEN_OPS: frozenset[OpKind] = frozenset()
     options: tuple[str, ...] = ()        # the jit options of this backend alone

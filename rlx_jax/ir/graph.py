@@ -74,6 +74,7 @@ class Node:
     and regions: the sub-graphs of control flow, kept apart from the hashable attributes (a
     region's Inputs are its parameters; nothing in it refers to an outer value)."""
     __slots__ = ("kind", "inputs", "attrs", "outputs", "src", "regions")
+    kind: OpKind
 
     def __init__(self, kind, inputs, attrs, src=None, regions=()):
         self.kind = kind
@@ -95,7 +96,7 @@ class Node:
         for r in self.regions:
             yield from r.walk()
 
-    def attr_text(self):
+    def attr_text(self) -> str:
         items = [f"{k}={_fmt_attr(v)}" for k, v in self.attrs.items()]
         return f"[{', '.join(items)}]" if items else ""
 
@@ -135,9 +136,9 @@ class Graph:
             for r in n.regions:
                 yield from r.walk()
 
-    def op_counts(self, include_boundary=False):
+    def op_counts(self, include_boundary=False) -> dict[str, int]:
         """OpKind name -> count, over regions too."""
-        counts = {}
+        counts: dict[str, int] = {}
         for n in self.walk():
             if not include_boundary and n.kind in (OpKind.Input, OpKind.Constant):
                 continue
@@ -162,7 +163,7 @@ class Graph:
             return table[v.id]
         return name
 
-    def as_text(self, name=None, indent="", src=True):
+    def as_text(self, name=None, indent="", src=True) -> str:
         """jaxpr-like text, one node a line with its source line (unless `src` is False);
         regions as nested blocks."""
         name = name or self.namer()

@@ -53,7 +53,7 @@ def legalize_once(graph, keep, decomps=DECOMPS, predicates=None, backend="?"):
     return new, expanded, bad
 
 
-def unclaimed(graph, keep):
+def unclaimed(graph, keep) -> dict[int, str]:
     """{id(node): reason} of the top-level nodes that hold a kind `keep` does not claim (in
     themselves or in their regions), after legalization with fallback="host"."""
     predicates = getattr(keep, "predicates", None) or {}

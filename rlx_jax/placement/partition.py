@@ -18,7 +18,7 @@ Given / Result (x -> a = x @ w -> b = a & 7 (host) -> c = b * 2):
     segment 0 device: a;  segment 1 host: b;  segment 2 device: c
     crossing: a (0 -> 1), b (1 -> 2)
 """
-from ..ir.graph import Builder, Graph
+from ..ir.graph import Builder, Graph, Node
 from ..ir.ops import OpKind
 from ..ir.rewrite import copy_node
 
@@ -30,6 +30,9 @@ class Segment:
     """One segment: `graph` (its own Inputs stand for `reads`, outer values) computes `writes`
     (the values later segments or the graph's outputs read). `nodes` are the original nodes;
     `constants` pairs each Constant copied into `graph` with the original."""
+    index: int
+    placement: str
+    nodes: list[Node]
 
     def __init__(self, index, placement, nodes):
         self.index, self.placement, self.nodes = index, placement, nodes
