@@ -27,12 +27,6 @@ def byte(dtype, *shape):
     return lambda r: r.randint(info.min, info.max + 1, shape).astype(dtype)
 
 
-def byte(dtype, *shape):
-    """A weight stored in bytes: every value of `dtype` (int8 / uint8)."""
-    info = np.iinfo(dtype)
-    return lambda r: r.randint(info.min, info.max + 1, shape).astype(dtype)
-
-
 def pos(*shape):
     return f(*shape, lo=0.5, hi=1.5)
 
@@ -103,12 +97,8 @@ KIND_CASES = [
     kind_case("ada_bwd", K.AdaLayerNormBackward, (f(*X), f(2, D), f(*X)), dict(eps=1e-6)),
     kind_case("gated_residual", K.GatedResidual, (f(*X), f(2, D), f(*X)), {}),
     kind_case("lora_matmul", K.LoraMatMul, (f(*X), f(D, 6), f(D, 3), f(3, 6)), {"scale": 0.5}),
-    kind_case("dequant_int8", K.DequantMatMul,
-              (f(2, 3, 64), byte(np.int8, 64, 6), f(6, lo=.01, hi=.05)),
-              {"packing": "int8_per_channel", "bits": 8, "group_size": 64}, atol=1e-4),
-    kind_case("dequant_int4", K.DequantMatMul, (f(2, 3, 64), byte(np.uint8, 32, 6),
-                                                f(2, 6, lo=.01, hi=.1), f(2, 6, lo=0, hi=15)),
-              {"packing": "int4_u8", "bits": 4, "group_size": 32}, atol=1e-4),
+    kind_case("lstm", K.Lstm, (f(4, 2, 3), f(2, D), f(2, D), f(4 * D, 3, lo=-0.5, hi=0.5),
+                               f(4 * D, D, lo=-0.5, hi=0.5), f(4 * D)), {}),
     kind_case("dequant_int8", K.DequantMatMul,
               (f(2, 3, 64), byte(np.int8, 64, 6), f(6, lo=.01, hi=.05)),
               {"packing": "int8_per_channel", "bits": 8, "group_size": 64}, atol=1e-4),

@@ -84,6 +84,7 @@ class OpKind(enum.Enum):
     If = "If"
     While = "While"
     Scan = "Scan"
+    Lstm = "Lstm"
     # linear algebra
     Cholesky = "Cholesky"
     TriangularSolve = "TriangularSolve"
@@ -201,6 +202,7 @@ FORWARD = frozenset({
     OpKind.Rope, OpKind.AdaLayerNorm, OpKind.GatedResidual,
     OpKind.LoraMatMul, OpKind.DequantMatMul,
     OpKind.SoftmaxCrossEntropyWithLogits,
+    OpKind.Lstm,      # by recognition only (passes/recognize_rnn.py; ir/reference_rnn.py)
 })
 
 BACKWARD = frozenset(k for k in OpKind if "Backward" in k.name)

@@ -104,6 +104,8 @@ REACHED = {
     K.If: ("cond", "`lax.cond`, `lax.switch`"),
     K.While: ("while", "`lax.while_loop`, `lax.fori_loop` with traced bounds"),
     K.Scan: ("scan", "`lax.scan`, `lax.fori_loop` with static bounds, flax `nn.scan`"),
+    K.Lstm: ("", "flax `nn.RNN(nn.LSTMCell(...))`, or `nn.scan` / `lax.scan` over the cell, "
+                 "recognized (passes/recognize_rnn.py)"),
     K.Cholesky: ("cholesky", ""),
     K.TriangularSolve: ("triangular_solve", ""),
     K.Svd: ("svd", ""),

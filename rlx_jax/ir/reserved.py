@@ -85,8 +85,6 @@ RESERVED = {
     "ScanBackward": "JAX differentiates a scan into another scan (Scan); a kind for a backend "
                     "with a native backward scan",
     "ScanBackwardXs": "as ScanBackward, for the gradient of the scanned inputs",
-    "Lstm": "flax `nn.OptimizedLSTMCell` / `LSTMCell` under `nn.scan` or `nn.RNN`: a recognizer "
-            "matching the cell's four gates inside a Scan body",
     "Gru": "flax `nn.GRUCell` under `nn.scan`: a recognizer on the Scan body",
     "Rnn": "flax `nn.SimpleCell` under `nn.scan`: a recognizer on the Scan body",
     "SelectiveScan": "Mamba's selective scan written with `lax.scan` or "

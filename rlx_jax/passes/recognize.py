@@ -1,6 +1,7 @@
 """Recognition (run on the traced graph): high-level formulas and their JAX gradients as RLX's
 forward and backward kinds (generated patterns: passes/patterns.py, passes/pattern_table.py),
-optax's Adam step as AdamUpdate (passes/recognize_optim.py), then JAX's own autodiff output as
+optax's Adam step as AdamUpdate (passes/recognize_optim.py), flax's recurrent cells under a
+scan as Lstm (passes/recognize_rnn.py), then JAX's own autodiff output as
 RLX backward kinds:
 
   SelectAndScatterAdd[select_prim=ge] on a rank-4 operand        -> MaxPool2dBackward
@@ -29,6 +30,7 @@ from .pattern_table import PATTERNS
 from .patterns import match, signature, terms
 from ..numpy_rules import with_own_numpy_rules
 from .recognize_optim import recognize_optimizers
+from .recognize_rnn import recognize_rnn
 
 RECOGNIZERS, recognizer = rule_table("RECOGNIZERS")
 
@@ -39,7 +41,7 @@ def recognize(graph, patterns=True):
     (see module doc); `patterns=False` skips the generated patterns. The patterns' formulas
     are traced under JAX's default numpy rules (numpy_rules.py)."""
     if patterns:
-        graph = recognize_optimizers(recognize_patterns(graph))
+        graph = recognize_optimizers(recognize_patterns(recognize_rnn(graph)))
     def replace(b, n, ins):
         rec = RECOGNIZERS.get(n.kind)
         cand = rec(n) if rec is not None else None

@@ -21,6 +21,7 @@ import numpy as np
 from ....errors import BadArgumentError, LoweringError
 from . import nn as executor_nn  # noqa: F401  (NumPy versions of the nn kernels' MIL ops)
 from . import strict as executor_strict  # noqa: F401  (the ops whose spec leaves a choice open)
+from . import recurrent as executor_recurrent  # noqa: F401  (lstm)
 from .ops import OVERRIDES
 from .control import BLOCK_OPS, live_ops
 from .flexible import allowed_shapes, any_symbolic, bind_sizes, check_feed

@@ -3,3 +3,4 @@ builder (program.py). Importing the package registers every family's rules in MI
 from . import conv, control, elementwise, index, reduce, shape  # noqa: F401
 from . import nn, nn_attn, nn_conv, optim, special  # noqa: F401
 from . import quant  # noqa: F401
+from . import rnn  # noqa: F401

@@ -1,0 +1,167 @@
+"""flax's LSTMCell under a scan recognised as one Lstm node (passes/recognize_rnn.py): the forms
+that become Lstm and the near misses that stay a Scan (exact op counts), a classifier's forward
+on every backend against jax.jit (one MIL `lstm` op on Core ML with the weights closed over),
+its gradient against jax.grad, and the MIL executor's lstm against the kind's reference."""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rlx_jax
+from rlx_jax.ir.reference_rnn import lstm
+from rlx_jax.passes.recognize import recognize
+
+B, T, I, H, C = 2, 6, 5, 8, 3
+R = np.random.RandomState(0)
+X = R.randn(B, T, I).astype(np.float32)
+LABELS = np.array([0, 2], np.int32)
+
+
+class Classifier(nn.Module):
+    """dense input -> nn.RNN(cell) -> the last hidden state -> dense logits."""
+    cell: nn.Module
+
+    @nn.compact
+    def __call__(self, x):
+        hs = nn.RNN(self.cell)(nn.Dense(I)(x))
+        return nn.Dense(C)(hs[:, -1])
+
+
+def _params(model):
+    return model.init(jax.random.PRNGKey(0), X)
+
+
+def _counts(fn, *args):
+    return recognize(rlx_jax.trace(fn, *args)).op_counts()
+
+
+class ScanLstm(nn.Module):
+    """flax nn.scan over the cell (time-major input), the carry from initialize_carry."""
+
+    @nn.compact
+    def __call__(self, x):
+        scan = nn.scan(nn.LSTMCell, variable_broadcast="params", split_rngs={"params": False},
+                       in_axes=0, out_axes=0)
+        cell = scan(H)
+        carry = cell.initialize_carry(jax.random.PRNGKey(1), x[0].shape)
+        return cell(carry, x)
+
+
+def _lax_scan_over_cell(x, params):
+    """lax.scan over flax's LSTMCell.apply with the params closed over, time-major x."""
+    cell = nn.LSTMCell(H)
+
+    def step(carry, xt):
+        return cell.apply(params, carry, xt)
+    zeros = jnp.zeros((x.shape[1], H), x.dtype)
+    return jax.lax.scan(step, (zeros, zeros), x)
+
+
+CELL_PARAMS = nn.LSTMCell(H).init(jax.random.PRNGKey(2), (np.zeros((B, H), np.float32),) * 2,
+                                  X[:, 0])
+XT = np.swapaxes(X, 0, 1)
+
+FORMS = {              # form -> (function, arguments, is the Scan replaced by one Lstm)
+    "nn_rnn": (Classifier(nn.LSTMCell(H)).apply, (_params(Classifier(nn.LSTMCell(H))), X),
+               True),
+    "nn_rnn_reverse": (lambda p, x: nn.RNN(nn.LSTMCell(H), reverse=True).apply(p, x),
+                       (nn.RNN(nn.LSTMCell(H)).init(jax.random.PRNGKey(0), X), X), True),
+    "nn_scan": (ScanLstm().apply, (ScanLstm().init(jax.random.PRNGKey(0), XT), XT), True),
+    "lax_scan": (lambda x: _lax_scan_over_cell(x, CELL_PARAMS), (XT,), True),
+    # near misses: another activation, another gate function, the GRU cell
+    "relu_cell": (Classifier(nn.LSTMCell(H, activation_fn=nn.relu)).apply,
+                  (_params(Classifier(nn.LSTMCell(H))), X), False),
+    "hard_sigmoid_gates": (Classifier(nn.LSTMCell(H, gate_fn=nn.hard_sigmoid)).apply,
+                           (_params(Classifier(nn.LSTMCell(H))), X), False),
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_forms_and_near_misses(form):
+    fn, args, replaced = FORMS[form]
+    counts = _counts(fn, *args)
+    plain = recognize(rlx_jax.trace(fn, *args), patterns=False).op_counts()
+    assert plain.get("Scan") == 1 and "Lstm" not in plain
+    if replaced:
+        assert counts.get("Lstm") == 1 and "Scan" not in counts, counts
+        assert counts.get("Concat", 0) - plain.get("Concat", 0) == 3     # the weight layout
+    else:
+        assert counts == plain, counts
+
+
+MODEL = Classifier(nn.LSTMCell(H))
+PARAMS = _params(MODEL)
+
+
+def _infer(x):
+    return MODEL.apply(PARAMS, x)
+
+
+def test_classifier_forward_equals_jax(backend):
+    """The weights closed over (an inference program): Lstm kept by mlx and coreml (xla
+    decomposes it into its Scan); Core ML holds exactly one MIL lstm op and no while_loop."""
+    jf = rlx_jax.jit(_infer, backend=backend)
+    lowered = jf.lower(X)
+    assert ("Lstm" in lowered.op_counts()) == (backend != "xla"), lowered.op_counts()
+    if backend == "coreml":
+        mil = lowered.op_counts(level="backend")
+        assert mil.get("lstm") == 1 and "while_loop" not in mil, mil
+    np.testing.assert_allclose(jf(X), jax.jit(_infer)(X), rtol=1e-5, atol=1e-5)
+
+
+def test_classifier_weights_as_arguments(backend):
+    """The weights are the program's arguments: still one Lstm; Core ML's lstm op takes
+    constant weights only, so there the kind's decomposition is built (one while_loop)."""
+    jf = rlx_jax.jit(MODEL.apply, backend=backend)
+    lowered = jf.lower(PARAMS, X)
+    assert ("Lstm" in lowered.op_counts()) == (backend != "xla")
+    if backend == "coreml":
+        mil = lowered.op_counts(level="backend")
+        assert "lstm" not in mil and mil.get("while_loop") == 1, mil
+    np.testing.assert_allclose(jf(PARAMS, X), jax.jit(MODEL.apply)(PARAMS, X), rtol=1e-5,
+                               atol=1e-5)
+
+
+def _loss(params, x, labels):
+    logits = MODEL.apply(params, x)
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], 1))
+
+
+def test_classifier_gradient_equals_jax_grad(backend):
+    """value_and_grad of the loss: JAX's autodiff makes the forward Scan yield the per-step
+    residuals its transposed Scan reads, which is not the cell's formula (no Lstm: it stays a
+    Scan, as does the backward); value and every gradient equal jax's."""
+    step = jax.value_and_grad(_loss)
+    jf = rlx_jax.jit(step, backend=backend)
+    assert "Lstm" not in jf.lower(PARAMS, X, LABELS).op_counts()
+    (value, grads), (want_value, want) = jf(PARAMS, X, LABELS), jax.jit(step)(PARAMS, X, LABELS)
+    np.testing.assert_allclose(value, want_value, rtol=1e-5, atol=1e-6)
+    for g, w in zip(jax.tree.leaves(grads), jax.tree.leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_mil_executor_lstm_equals_reference():
+    """The executor's MIL lstm (coremltools' spec, gate rows i, f, o, z) against the Lstm
+    kind's reference on random operands; what the spec leaves open is refused by name."""
+    from rlx_jax.backends.coreml.executor.ops import OVERRIDES
+    from rlx_jax.errors import LoweringError
+    r = np.random.RandomState(1)
+    x, c, h = r.randn(T, B, I), r.randn(B, H), r.randn(B, H)
+    w_ih, w_hh, b = r.randn(4 * H, I) * 0.3, r.randn(4 * H, H) * 0.3, r.randn(4 * H)
+    args = [np.asarray(v, np.float32) for v in (x, c, h, w_ih, w_hh, b)]
+    hs, c_t, h_t = lstm(*args)
+    seq, got_h, got_c = OVERRIDES["lstm"](x=args[0], initial_c=args[1], initial_h=args[2],
+                                          weight_ih=args[3], weight_hh=args[4], bias=args[5],
+                                          output_sequence=True)
+    for g, w in ((seq, hs), (got_h, h_t), (got_c, c_t)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    last, _, _ = OVERRIDES["lstm"](x=args[0], initial_c=args[1], initial_h=args[2],
+                                   weight_ih=args[3], weight_hh=args[4])
+    assert last.shape == (1, B, H)
+    with pytest.raises(LoweringError, match="direction"):
+        OVERRIDES["lstm"](x=args[0], initial_c=args[1], initial_h=args[2], weight_ih=args[3],
+                          weight_hh=args[4], direction="reverse")
+    with pytest.raises(LoweringError, match="hard_sigmoid"):
+        OVERRIDES["lstm"](x=args[0], initial_c=args[1], initial_h=args[2], weight_ih=args[3],
+                          weight_hh=args[4], recurrent_activation="hard_sigmoid")
