@@ -9,8 +9,8 @@
   (ir/reached.py); then the reserved RLX kinds and how one could reach them (ir/reserved.py).
 
 `python -m rlx_jax.coverage --write` rewrites docs/op-coverage.md and the block between
-`<!-- primitives:begin -->` and `<!-- primitives:end -->` in README.md (docs/primitives.md when
-README has no such markers). `--check` exits 1 when a file is stale.
+`<!-- primitives:begin -->` and `<!-- primitives:end -->` in docs/primitives.md (the whole page
+when it has no such markers). `--check` exits 1 when a file is stale.
 """
 import importlib
 import os
@@ -163,11 +163,11 @@ def reserved_lines():
     return lines + [f"- {', '.join(names)}: {how}." for how, names in by_how.items()]
 
 
-def readme_block(readme_text, block):
-    """README text with the primitives block replaced; None when there are no markers."""
-    if BEGIN not in readme_text or END not in readme_text:
+def page_block(text, block):
+    """The page's text with the primitives block replaced; None when there are no markers."""
+    if BEGIN not in text or END not in text:
         return None
-    head, rest = readme_text.split(BEGIN, 1)
+    head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{BEGIN}\n{block}{END}{tail}"
 
@@ -176,14 +176,10 @@ def targets(root=ROOT):
     """[(path, expected text)] for every generated file."""
     prims = primitives_markdown()
     out = [(os.path.join(root, "docs", "op-coverage.md"), op_coverage_markdown())]
-    readme = os.path.join(root, "README.md")
-    text = open(readme, encoding="utf-8").read() if os.path.exists(readme) else ""
-    new = readme_block(text, prims)
-    if new is None:
-        out.append((os.path.join(root, "docs", "primitives.md"),
-                    "# Supported JAX primitives\n\n" + prims))
-    else:
-        out.append((readme, new))
+    page = os.path.join(root, "docs", "primitives.md")
+    text = open(page, encoding="utf-8").read() if os.path.exists(page) else ""
+    new = page_block(text, prims)
+    out.append((page, "# Supported JAX primitives\n\n" + prims if new is None else new))
     return out
 
 

@@ -5,7 +5,7 @@ named axis "batch" bound to the processes of the group `initialize()` made (jax.
 `axis_env`), so `lax.psum / pmean / pmax / pmin / all_gather / psum_scatter / axis_index /
 ppermute` over "batch" become RLX collectives, which the MLX backend lowers onto
 `mx.distributed` (all_sum, all_max, all_min, all_gather). Every process runs the same program
-on its own shard of the data:
+on its own shard of the data::
 
     group = rlx_jax.distributed.initialize()        # mx.distributed.init(); rank(), size()
     @rlx_jax.jit(backend="mlx", axis_name="batch")
@@ -15,7 +15,7 @@ on its own shard of the data:
         return jax.tree.map(lambda p, d: p - 0.1 * d, params, g), loss
     params, loss = step(params, rlx_jax.distributed.shard(global_batch))
 
-Launch it with MLX's launcher (the ring backend over TCP):
+Launch it with MLX's launcher (the ring backend over TCP)::
 
     mlx.launch -n 4 --backend ring python train.py                 # 4 processes, this machine
     mlx.launch --hostfile hosts.json --backend ring python train.py    # processes on hosts

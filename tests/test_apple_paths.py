@@ -6,7 +6,7 @@ forced and `MLModel` replaced by a stand-in that holds rlx_jax to MLModel's docu
 (a package path and a `ct.ComputeUnit`; `predict` takes a dict of input name -> numpy array of
 the declared shape and dtype and returns a dict of output name -> array) and computes with the
 MIL reference executor. What this checks is rlx_jax's side of the call; Core ML itself has never
-run here (README, "Guarantees"). The MLX side (the Metal default device's float64 placement) is
+run here (docs/guarantees.md). The MLX side (the Metal default device's float64 placement) is
 tested in tests/test_mlx.py with the GPU flag forced.
 """
 import jax

@@ -1,4 +1,4 @@
-"""The shape of the package source (README, "Layout"): files stay under a line budget, no module reaches
+"""The shape of the package source (docs/layout.md): files stay under a line budget, no module reaches
 into another's private names, the import graph is acyclic, and no block of code is repeated.
 
 Each test reads `rlx_jax/` as text and as `ast`; nothing is imported but the package root (to

@@ -104,7 +104,7 @@ def test_a_prefill_and_decode_multifunction_package(tmp_path):
 
 
 # weight-byte ratio at most, and each output's error against JAX at most this fraction of its
-# largest magnitude (measured: int8 0.0087, palette4 0.19; the README's table)
+# largest magnitude (measured: int8 0.0087, palette4 0.19; docs/coreml-export.md's table)
 @pytest.mark.parametrize("weights, most, rel", [("int8", 0.3, 0.02), ("palette4", 0.15, 0.25)])
 def test_compressed_weights_and_their_report(tmp_path, weights, most, rel):
     x = np.asarray(PROMPT)

@@ -135,11 +135,11 @@ def test_documents_mention_every_rule_and_claim():
             assert f"| {kind.name} |" in table, (b.name, kind)
 
 
-def test_readme_block_replacement():
+def test_page_block_replacement():
     text = "intro\n<!-- primitives:begin -->\nold\n<!-- primitives:end -->\ntail\n"
-    assert coverage.readme_block(text, "new\n") == (
+    assert coverage.page_block(text, "new\n") == (
         "intro\n<!-- primitives:begin -->\nnew\n<!-- primitives:end -->\ntail\n")
-    assert coverage.readme_block("no markers", "new\n") is None
+    assert coverage.page_block("no markers", "new\n") is None
 
 
 def test_divergences_name_existing_cases():

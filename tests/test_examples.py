@@ -58,3 +58,21 @@ def test_rnn(backend):
     out = run_example("rnn.py", "--backend", backend, "--steps", "30")
     assert f"backend: {backend}" in out and "gradients match jax.grad" in out
     assert out.strip().endswith("ok")
+
+
+@pytest.mark.skipif("coreml" not in BACKENDS, reason="the picture is of a Core ML placement")
+def test_placement_picture_is_current(tmp_path):
+    """examples/placement_picture.py (it checks the step's loss against jax.jit) writes the
+    segments DOT of a flax LM step with a host op; every line of every box it draws is in the
+    docs' committed SVG (docs/img/flax-lm-placement.svg), so the picture shows this release."""
+    import html
+    import re
+    out = tmp_path / "picture"
+    run_example("placement_picture.py", "--out", str(out))
+    dot = (tmp_path / "picture.dot").read_text()
+    labels = re.findall(r'^  s\d+ \[.*label="(.*)"\];$', dot, flags=re.M)
+    assert len(labels) == 3 and "segment 1: host (xla), 1 op(s)" in labels[1]
+    svg = (tmp_path.parents[0] / ROOT / "docs" / "img" / "flax-lm-placement.svg").read_text()
+    texts = {html.unescape(t) for t in re.findall(r">([^<>]+)</text>", svg)}
+    missing = [line for label in labels for line in label.split("\\n") if line not in texts]
+    assert not missing, f"docs/img/flax-lm-placement.svg is stale; rerun the example: {missing}"

@@ -249,7 +249,7 @@ for _kind in (K.Constant, K.Binary, K.Activation, K.DotGeneral, K.Reduce, K.Resh
 
 
 class MinimalBackend(Backend):
-    """A new backend as the README describes it: a name, a lowering table whose rules say
+    """A new backend as docs/backends.md describes it: a name, a lowering table whose rules say
     what they claim, and lower; it runs Binary / Activation / DotGeneral (and what decomposes
     into them) with the xla backend's rules, every other hook left at Backend's default."""
     name = "rlx_test_minimal"

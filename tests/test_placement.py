@@ -311,3 +311,28 @@ def test_placement_as_dot_names_every_segment_and_crossing():
                 if attrs and "style=bold" in attrs}
     assert crossing == {v.type_str() for s in placed.segments for v in s.reads
                         if v.node.kind is not K.Input}
+
+
+def test_placement_as_segments_dot():
+    """Given:  the bitwise op between two device segments on Core ML
+       Result: one box per segment titled as the op-level clusters, the host box with its
+               reason, and one bold edge per pair of segments values cross between"""
+    import re
+    _needs("coreml")
+    placed = rlx_jax.jit(bitwise_middle, backend="coreml").lower(X, W).placement()
+    dot = placed.to_dot(detail="segments")
+    labels = re.findall(r'^  s(\d+) \[.*label="(.*)"\];$', dot, flags=re.M)
+    where = {"device": "device (coreml)", "host": "host (xla)"}
+    assert [(int(i), label.split("\\n")[0]) for i, label in labels] == [
+        (s.index, f"segment {s.index}: {where[s.placement]}, {len(s.nodes)} op(s)")
+        for s in placed.segments]
+    host = [label for _, label in labels if "host (xla)" in label]
+    assert len(host) == 1 and "MIL has no bitwise and" in host[0]
+    bold = re.findall(r"^  s(\d+) -> s(\d+) \[style=bold", dot, flags=re.M)
+    seg = {id(n): s.index for s in placed.segments for n in s.nodes}
+    assert sorted(bold) == sorted({(str(seg[id(v.node)]), str(s.index))
+                                   for s in placed.segments for v in s.reads
+                                   if id(v.node) in seg and v.node.kind is not K.Constant
+                                   and seg[id(v.node)] != s.index})
+    with pytest.raises(ValueError, match="'ops' or 'segments'"):
+        placed.to_dot(detail="boxes")

@@ -5,7 +5,7 @@
 (`mlir.lower_fun(impl)`, so the primitive runs under plain `jax.jit`), a batching rule and a JVP
 rule, and, on the IR side, the kind the frontend translates it to and that kind's reference
 semantics (`ir.reference.REFERENCE[kind] = impl`). `differentiable(...)` adds the autodiff
-structure legalization expects (README, "`rlx_jax.nn`"): the forward's JVP emits a LINEAR primitive whose transpose binds the
+structure legalization expects (docs/nn.md): the forward's JVP emits a LINEAR primitive whose transpose binds the
 backward primitives, so `jax.grad` yields exactly one backward op per backward kind.
 
 Parameters of every primitive are exactly the attributes of its IR kind (docs/high-level-kinds.md)
@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+from jax.typing import ArrayLike
 
 from ..ir.ops import PRIMITIVE
 from ..ir.reference import reference
@@ -198,8 +199,8 @@ def differentiable(name, impl, *, kind, linear, backward, rows=None, attrs=None)
     return fwd
 
 
-def promote(*xs):
+def promote(*xs: ArrayLike) -> list[jax.Array]:
     """Float operands of one op as arrays of their common dtype (the IR kinds take one dtype)."""
-    xs = [jnp.asarray(x) for x in xs]
-    dt = jnp.result_type(*xs)
-    return [x.astype(dt) for x in xs]
+    arrays = [jnp.asarray(x) for x in xs]
+    dt = jnp.result_type(*arrays)
+    return [x.astype(dt) for x in arrays]

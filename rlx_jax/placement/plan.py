@@ -7,14 +7,21 @@ device ones for the backend and host ones for the `xla` reference (JAX on the CP
 with its ops (kind, source line, and for host ops why they are there) and the values crossing
 into it (shape, dtype, bytes). `fallback="error"` refuses instead, naming every node.
 """
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, NoReturn
+
 from absl import logging
 
 from ..errors import LegalizationError
+from ..ir.graph import Graph, Node, Value
 from ..ir.interpret import where
 from ..numpy_rules import with_own_numpy_rules
 from ..ir.ops import OpKind
 from ..passes.legalize import legalize, unclaimed
-from .partition import DEVICE, FREE, HOST, partition
+from .partition import DEVICE, FREE, HOST, Segment, partition
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
 
 _WARNED: set[tuple[object, ...]] = set()
 
@@ -23,29 +30,30 @@ class Placement:
     """The segments of a program (`segments`: partition.Segment, in order), the
     backend running the device ones, and `host` ({id(node): reason})."""
 
-    def __init__(self, graph, backend, segments, host):
+    def __init__(self, graph: Graph, backend: "Backend", segments: list[Segment],
+                 host: dict[int, str]) -> None:
         self.graph, self.backend, self.segments, self.host = graph, backend, segments, host
 
     @property
-    def device_only(self):
+    def device_only(self) -> bool:
         """Every segment on the device, and no result a constant the device cannot hold (a
         float0 cotangent: such a constant, in no segment, is handed back by the host)."""
         return all(s.placement == DEVICE for s in self.segments) and not any(
             v.node.kind is OpKind.Constant and id(v.node) in self.host for v in self.graph.outputs)
 
-    def host_ops(self):
+    def host_ops(self) -> list[tuple[Node, str]]:
         """[(node, reason)] of the host-placed ops, in program order."""
         return [(n, self.host[id(n)]) for n in self.graph.nodes if id(n) in self.host]
 
-    def crossing_bytes(self):
+    def crossing_bytes(self) -> int:
         """Bytes entering segments from other segments per call (graph inputs not counted)."""
         return sum(v.nbytes for s in self.segments for v in s.reads
                    if v.node.kind not in FREE)
 
-    def runs_on(self, segment):
+    def runs_on(self, segment: Segment) -> str:
         return self.backend.name if segment.placement == DEVICE else "xla"
 
-    def __str__(self):
+    def __str__(self) -> str:
         lines = [f"placement of '{self.graph.name}' on backend '{self.backend.name}': "
                  f"{len(self.segments)} segment(s), "
                  f"{sum(len(s.nodes) for s in self.segments if s.placement == HOST)} host "
@@ -64,26 +72,31 @@ class Placement:
                 lines.append(f"  out: {v.type_str()} {_fmt_bytes(v.nbytes)}")
         return "\n".join(lines)
 
-    def _segment_of(self, v):
+    def _segment_of(self, v: Value) -> int | str:
         for s in self.segments:
             if v.node in s.nodes:
                 return s.index
         return "?"
 
-    def to_dot(self):
-        """The placement as Graphviz DOT text (placement/dot.py): segments as coloured
-        clusters, crossing values as labelled bold edges, recognised kinds double-bordered."""
-        from .dot import to_dot
-        return to_dot(self, _fmt_bytes)
+    def to_dot(self, detail: str = "ops") -> str:
+        """The placement as Graphviz DOT text (placement/dot.py). detail="ops": segments as
+        coloured clusters of their ops, crossing values as labelled bold edges, recognised
+        kinds double-bordered; detail="segments": one box per segment listing its kinds, for
+        programs too large to draw op by op."""
+        from . import dot
+        if detail not in ("ops", "segments"):
+            raise ValueError(f"to_dot(detail={detail!r}): 'ops' or 'segments'")
+        draw = dot.to_dot if detail == "ops" else dot.segments_dot
+        return draw(self, _fmt_bytes)
 
-    def to_svg(self):
-        """The placement drawn as SVG text by Graphviz, through the `graphviz` package and its
-        `dot` program (neither is a dependency: `pip install graphviz` and the Graphviz
+    def to_svg(self, detail: str = "ops") -> str:
+        """`to_dot(detail)` drawn as SVG text by Graphviz, through the `graphviz` package and
+        its `dot` program (neither is a dependency: `pip install graphviz` and the Graphviz
         program); a clear error names whichever is missing. `to_dot()` needs neither."""
         from .dot import to_svg
-        return to_svg(self.to_dot())
+        return to_svg(self.to_dot(detail))
 
-    def annotated_text(self):
+    def annotated_text(self) -> str:
         """The IR with each node's placement (`Lowered.as_text(level="placement")`)."""
         seg = {id(n): s for s in self.segments for n in s.nodes}
         names = self.graph.namer()
@@ -96,20 +109,22 @@ class Placement:
         return "\n".join(lines)
 
 
-def _op(n):
+def _op(n: Node) -> str:
     """The op's kind, with its attributes when they are short (`Binary[fn=and]`)."""
     attrs = n.attr_text()
     return n.kind.name + (attrs if len(attrs) <= 40 else "")
 
 
-def _fmt_bytes(n):
-    for unit in ("B", "KB", "MB"):
-        if n < 1024 or unit == "MB":
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+    return f"{n:.1f} MB"
 
 
-def host_nodes(graph, backend, keep, options=None):
+def host_nodes(graph: Graph, backend: "Backend", keep: Collection[Any],
+               options: dict[str, Any] | None = None) -> dict[int, str]:
     """{id(node): reason} of the top-level nodes of legalized `graph` that must run on the host."""
     host = unclaimed(graph, keep)
     host.update(backend.host_reasons(graph, host, **(options or {})))
@@ -117,7 +132,8 @@ def host_nodes(graph, backend, keep, options=None):
 
 
 @with_own_numpy_rules
-def place(graph, backend, native_backward=True, fallback="host", options=None):
+def place(graph: Graph, backend: "Backend", native_backward: bool = True,
+          fallback: str = "host", options: dict[str, Any] | None = None) -> Placement:
     """Legalizes traced `graph` for `backend` (kept kinds native, the rest decomposed; with
     fallback="host" what neither stays for the host), applies the backend's `prepare` (Core ML:
     ranks rewritten to <= 5) and returns its Placement (`plan`); under JAX's default numpy
@@ -132,7 +148,8 @@ def place(graph, backend, native_backward=True, fallback="host", options=None):
     return plan(legal, backend, keep, fallback, options)
 
 
-def plan(graph, backend, keep, fallback="host", options=None):
+def plan(graph: Graph, backend: "Backend", keep: Collection[Any], fallback: str = "host",
+         options: dict[str, Any] | None = None) -> Placement:
     """The Placement of legalized `graph` on `backend` (see the module docstring)."""
     host = host_nodes(graph, backend, keep, options)
     if host and fallback == "error":
@@ -143,7 +160,7 @@ def plan(graph, backend, keep, fallback="host", options=None):
     return Placement(graph, backend, segments, host)
 
 
-def _bound_reads(graph, backend, segments):
+def _bound_reads(graph: Graph, backend: "Backend", segments: list[Segment]) -> None:
     """A device segment's integer Inputs carry the bounds the whole graph proves for the values
     they stand for (`Backend.value_bounds`, Core ML's interval analysis), so the segment is
     lowered knowing what the whole program knew."""
@@ -158,7 +175,8 @@ def _bound_reads(graph, backend, segments):
                 inp.node.attrs["bounds"] = tuple(int(b) for b in bounds[v.id])
 
 
-def raise_host(graph, backend, host, what="run", todo=None):
+def raise_host(graph: Graph, backend: "Backend", host: dict[int, str], what: str = "run",
+               todo: str | None = None) -> NoReturn:
     """One LegalizationError naming every node in `host` with its line and reason."""
     nodes = [n for n in graph.nodes if id(n) in host]
     lines = [f"  {n.kind.name}: `{_short(n.text())}`{where(n)}\n      why: {host[id(n)]}"
@@ -170,11 +188,11 @@ def raise_host(graph, backend, host, what="run", todo=None):
         "segments, rewrite them, or use another backend (rlx_jax.available_backends())."))
 
 
-def _short(text, limit=160):
+def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def warn_once(placement):
+def warn_once(placement: Placement) -> None:
     """The one absl warning of a program compiled with host segments."""
     ops = placement.host_ops()
     key = (placement.graph.name, placement.backend.name,

@@ -27,7 +27,7 @@ from ...ir.ops import OpKind as K
 from .table import mlx_rule, out_dtype
 
 UNROLL_MAX = 1024
-"""Largest `length * body size` a Scan is unrolled at (see README, "Control flow on MLX": the
+"""Largest `length * body size` a Scan is unrolled at (see docs/primitives.md, "Control flow on MLX": the
 unrolled graph's first-call cost grows with its size, the host loop pays per step)."""
 
 
