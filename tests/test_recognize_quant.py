@@ -108,8 +108,9 @@ def test_equals_jax(name, backend):
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_mlx_runs_quantized_matmul(name):
     """The MLX program calls quantized_matmul; constant weights are packed at lowering time
-    (the program is that one op), argument weights in the program (a transpose of the bytes
-    and of the scales, no float weight)."""
+    (the program is that one op); the program traced on placeholders packs argument weights in
+    it (a transpose of the bytes and of the scales, no float weight), which the executable
+    does before the call instead (the test below)."""
     fn, args = _call(name)
     counts = rlx_jax.jit(fn, backend="mlx").lower(*args).op_counts("backend")
     assert counts.get("QuantizedMatmul") == 1 and "Matmul" not in counts
@@ -179,3 +180,27 @@ def test_executor_interleaved_concat():
     np.testing.assert_array_equal(got, np.stack([a, b], axis=1).reshape(6, 2))
     np.testing.assert_array_equal(OVERRIDES["concat"](values=[a, b], axis=1),
                                   np.concatenate([a, b], 1))
+
+
+def test_mlx_packs_argument_weights_once_per_buffer():
+    """Weights passed as jax.Arrays are packed into MLX's layout at the first call and reused
+    while they live (the cache is keyed by their identity); other weights get entries of their
+    own; numpy weights (mutable) are packed at every call."""
+    import gc
+    fn, (x, *weights), _ = FORMS["int4_g32"]
+    q, s, z = map(jnp.asarray, weights)
+    compiled = rlx_jax.jit(fn, backend="mlx").lower(x, q, s, z).compile()
+    cache = compiled.executable.cache
+    first = compiled(x, q, s, z)
+    packed = list(cache.values())[0][1]
+    np.testing.assert_array_equal(compiled(x, q, s, z), first)
+    assert len(cache) == 1 and list(cache.values())[0][1] is packed
+    other = q ^ 0x11
+    np.testing.assert_allclose(np.asarray(compiled(x, other, s, z)), fn(x, other, s, z),
+                               rtol=1e-4, atol=1e-4)
+    assert len(cache) == 2
+    del other
+    gc.collect()
+    assert len(cache) == 1
+    np.testing.assert_array_equal(compiled(x, *weights), first)
+    assert len(cache) == 1

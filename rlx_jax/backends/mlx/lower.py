@@ -12,7 +12,7 @@ from ...ir.interpret import interpret, where
 from ...ir.ops import OpKind
 from . import rules_conv, rules_control, rules_elementwise, rules_index, rules_nn  # noqa: F401
 from . import rules_collectives, rules_optim, rules_reduce, rules_shape  # noqa: F401
-from . import rules_quant  # noqa: F401
+from . import prepack, rules_quant  # noqa: F401
 from . import rules_rnn  # noqa: F401
 from . import complex_values, rules_linalg
 from ...placement.partition import value_reasons
@@ -33,12 +33,13 @@ class MlxContext:
     call). `compile`: region functions are mx.compile'd (and a graph with host loops is cut
     into compiled segments); `program`: tracing for build_program, nothing is evaluated."""
 
-    def __init__(self, graph, compile=False, program=False):
+    def __init__(self, graph, compile=False, program=False, prepacked=frozenset()):
         self.consts = {}
         for n in graph.walk():
             if n.kind is OpKind.Constant and n.out.size > SMALL_CONSTANT:
                 self.consts[id(n)] = mx.array(n.attrs["value"], dtype=to_mx_dtype(n.out.dtype))
         self.compile, self.program = compile, program
+        self.prepacked = prepacked      # DequantMatMul nodes given packed weights (prepack.py)
         self.extra = []          # values build_program exports besides the outputs
         self._functions = {}
 
@@ -126,11 +127,12 @@ def host_reasons(graph, known):
     return {k: why for k, why in bad.items() if k not in known}
 
 
-def build_function(graph, compile=False, program=False):
+def build_function(graph, compile=False, program=False, prepacked=frozenset()):
     """The graph as a Python function of mx arrays returning the list of outputs, and its
     context. With `compile`, a graph without host loops is returned as it is (the executable
-    mx.compiles it whole); one with host loops comes back cut into compiled segments."""
-    ctx = MlxContext(graph, compile=compile, program=program)
+    mx.compiles it whole); one with host loops comes back cut into compiled segments.
+    `prepacked`: the DequantMatMul nodes whose weights the function receives packed."""
+    ctx = MlxContext(graph, compile=compile, program=program, prepacked=prepacked)
     if compile and has_host(graph):
         return segmented(graph, ctx, mx.compile), ctx
 
@@ -147,10 +149,14 @@ def lower(graph, name=None, compile=True):
     if compile and has_host(graph) and compile_unavailable_reason() is None:
         compiled, _ = build_function(graph, compile=True)
         eager = _lazy(graph)           # the fallback, its constants converted only if needed
-    else:
-        eager, _ = build_function(graph)
-    exe = MlxExecutable(name or graph.name, eager, [v.dtype for v in graph.inputs],
-                        compile=compile, compiled_fn=compiled)
+        groups = []
+    else:                              # argument weights of DequantMatMul: packed once each
+        groups, prepacked = prepack.plan(graph)
+        eager, _ = build_function(graph, prepacked=prepacked)
+    dtypes = [v.dtype for v in graph.inputs]
+    exe = prepack.PackingExecutable(name or graph.name, eager, dtypes, groups, compile=compile) \
+        if groups else MlxExecutable(name or graph.name, eager, dtypes, compile=compile,
+                                     compiled_fn=compiled)
     exe.plan = plan(graph)
     exe.segments = getattr(compiled, "segments", None) if exe.compiled else None
     return exe

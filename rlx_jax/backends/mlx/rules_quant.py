@@ -13,10 +13,11 @@ x @ w_deqᵀ; group sizes 32, 64, 128 (bits 4 and 8 used here). The re-packing:
                     K), biases = −128·scales
 
 The de-quantized values equal the formula's up to its rounding (scale·w + bias instead of
-scale·(w − zero)). When q, scale (and zero) are constants of the program the packing is done
-once, in NumPy, at lowering time and the packed arrays are captured; otherwise it is part of the
-program (a transpose of the bytes and of the scales; no float weight is made). An int8 weight
-whose K no group size divides runs the formula (mx ops).
+scale·(w − zero)). Constant weights are packed once, in NumPy, at lowering time and captured;
+weights that are arguments of the program are packed before the call, once per weight buffer
+(prepack.py); weights computed in the program are packed in it (a transpose of the bytes and
+of the scales; no float weight is made). An int8 weight whose K no group size divides runs the
+formula (mx ops).
 """
 import weakref
 
@@ -31,9 +32,12 @@ from .table import mlx_rule
 GROUP_SIZES = (128, 64, 32)
 
 
-def int8_group(k):
-    """The MLX group size an int8 per-channel weight of K rows uses (None: none divides K)."""
-    return next((g for g in GROUP_SIZES if k % g == 0), None)
+def mlx_group(node):
+    """The MLX group size of a DequantMatMul: int4's own; for an int8 per-channel weight of K
+    rows the largest of GROUP_SIZES dividing K (None: none does)."""
+    if node.attrs["packing"] == "int4_u8":
+        return node.attrs["group_size"]
+    return next((g for g in GROUP_SIZES if node.inputs[1].shape[0] % g == 0), None)
 
 
 def pack_numpy(packing, q, scale, *zero, group):
@@ -77,10 +81,12 @@ def packed_constants(ctx, node, group):
 def _dequant_matmul(ctx, node, x, q, scale, *zero):
     """x @ the de-quantized weight: one quantized_matmul (module docstring)."""
     packing, bits = node.attrs["packing"], node.attrs["bits"]
-    group = node.attrs["group_size"] if packing == "int4_u8" else int8_group(q.shape[0])
+    group = mlx_group(node)
     if group is None:                          # int8 with K not a multiple of 32: the formula
         return mx.matmul(x, q.astype(x.dtype) * scale)
-    packed = packed_constants(ctx, node, group)
-    if packed is None:
-        packed = pack_mx(packing, q, scale, *zero, group=group)
+    if id(node) in ctx.prepacked:              # packed before the call (prepack.py)
+        packed = (q, scale, zero[0] if zero else scale * mx.array(-128, scale.dtype))
+    else:
+        packed = packed_constants(ctx, node, group) or pack_mx(packing, q, scale, *zero,
+                                                               group=group)
     return mx.quantized_matmul(x, *packed, transpose=True, group_size=group, bits=bits)
