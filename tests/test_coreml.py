@@ -285,7 +285,8 @@ def test_conversion_progress_only_in_a_terminal(monkeypatch, capfd):
     RLX_JAX_PROGRESS=0."""
     from coremltools.converters.mil.mil.passes import pass_pipeline
 
-    from rlx_jax.backends.coreml.package import PROGRESS_DELAY_S, progress_bars
+    from rlx_jax.backends.coreml.package import progress_bars
+    from rlx_jax.progress import DELAY_S as PROGRESS_DELAY_S
     monkeypatch.delenv("RLX_JAX_PROGRESS", raising=False)
     rlx_jax.jit(lambda x: jnp.tanh(x) * 2, backend="coreml")(f32(3, 5))
     assert "Running MIL" not in capfd.readouterr().err

@@ -9,6 +9,7 @@ onto `inputs`) or its replacement: a value, or a tuple of them for a multi-outpu
 the type of the output it replaces. A node's regions (`Node.regions`, the sub-graphs of control
 flow) are rewritten with the same rule before the node itself is looked at.
 """
+from .. import progress
 from ..errors import IRTypeError
 from .graph import Builder, Node, Value
 from .ops import OpKind
@@ -23,12 +24,13 @@ def copy_node(b, node, inputs, regions=None):
     return new.outputs
 
 
-def rewrite(graph, rule, what="rewrite"):
-    """Returns (the rebuilt graph, how many nodes `rule` replaced). See the module docstring."""
+def rewrite(graph, rule, what="rewrite", top=True):
+    """Returns (the rebuilt graph, how many nodes `rule` replaced). See the module docstring.
+    A long rewrite of a large graph shows progress (progress.py) named `what`."""
     b = Builder(graph.like())
     env, replaced = {}, 0
     b.value_of = lambda v: env[v.id]
-    for n in graph.nodes:
+    for n in progress.bar(graph.nodes, what) if top else graph.nodes:
         ins = [env[v.id] for v in n.inputs]
         if n.kind is OpKind.Input:
             outs = copy_node(b, n, ins)
@@ -36,7 +38,7 @@ def rewrite(graph, rule, what="rewrite"):
         else:
             regions = None
             if n.regions:
-                subs = [rewrite(r, rule, what) for r in n.regions]
+                subs = [rewrite(r, rule, what, False) for r in n.regions]
                 replaced += sum(count for _, count in subs)
                 regions = tuple(g for g, _ in subs)
             b.src = n.src

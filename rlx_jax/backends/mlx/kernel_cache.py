@@ -116,6 +116,13 @@ def _read_record(path):
     return None
 
 
+def built_kernels(root):
+    """How many kernel libraries are under `root` (MLX writes them to <version>/cpu below it):
+    the progress of a build (progress.watch)."""
+    return sum(1 for _, _, names in os.walk(root) for name in names
+               if name.startswith("lib") and name.endswith(".so"))
+
+
 def library_problem(path):
     """Why MLX must not load the kernel library `path` (None when it matches its record)."""
     recorded = _read_record(path)

@@ -37,7 +37,8 @@ from ... import arguments, cache, jax_arrays
 from ...cache import CacheDirError
 from ...errors import LoweringError, RefusalError, RlxError
 from ..base import Executable
-from .kernel_cache import building_kernels, remove_unloadable
+from ... import progress
+from .kernel_cache import building_kernels, built_kernels, remove_unloadable
 
 try:
     import ml_dtypes
@@ -258,7 +259,8 @@ class MlxExecutable(Executable):
     def _build(self, ins):
         """The first compiled call, evaluated while kernels may be built into the cache; a
         cached kernel library MLX cannot load is removed and the call retried once."""
-        with building_kernels() as root:
+        with building_kernels() as root, progress.watch(
+                f"building MLX kernels for '{self.name}'", lambda: built_kernels(root)):
             try:
                 return _evaluated(self._fn(*ins))
             except RuntimeError as e:

@@ -10,13 +10,13 @@ import functools
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
 
 import numpy as np
 
+from .... import progress
 from ....errors import BadArgumentError
 from ....ir.dims import constraints
 from ....ir.ops import OpKind as K
@@ -163,32 +163,17 @@ def import_coremltools():
     return coremltools
 
 
-PROGRESS_DELAY_S = 2.0     # a pass pipeline's bar appears once it has run this long
-
-
-def show_progress():
-    """Whether Core ML conversions show coremltools' progress bars: RLX_JAX_PROGRESS=1 always,
-    =0 never, unset ("auto") when stderr is a terminal (never under pytest's capture, in
-    logs or in pipes)."""
-    setting = os.environ.get("RLX_JAX_PROGRESS", "auto").lower()
-    if setting in ("1", "true", "yes", "on"):
-        return True
-    if setting in ("0", "false", "no", "off"):
-        return False
-    return bool(getattr(sys.stderr, "isatty", lambda: False)())
-
-
 @contextlib.contextmanager
 def progress_bars():
     """ct.convert draws a tqdm bar per pass pipeline on stderr (created in coremltools'
-    pass_pipeline module, which imports `tqdm` by name). rlx_jax keeps them off, except in a
-    terminal (show_progress), where a pipeline's bar appears once it has run
-    PROGRESS_DELAY_S (tqdm's `delay`) and is cleared when it ends: a long conversion shows
-    progress, a short one prints nothing."""
+    pass_pipeline module, which imports `tqdm` by name). rlx_jax keeps them off, except where
+    progress is shown (progress.py: in a terminal, or RLX_JAX_PROGRESS=1), where a pipeline's
+    bar appears once it has run progress.DELAY_S (tqdm's `delay`) and is cleared when it ends: a
+    long conversion shows progress, a short one prints nothing."""
     from coremltools.converters.mil.mil.passes import pass_pipeline
     bar = pass_pipeline.tqdm
-    pass_pipeline.tqdm = functools.partial(bar, delay=PROGRESS_DELAY_S, leave=False) \
-        if show_progress() else functools.partial(bar, disable=True)
+    pass_pipeline.tqdm = functools.partial(bar, delay=progress.DELAY_S, leave=False) \
+        if progress.enabled() else functools.partial(bar, disable=True)
     try:
         yield
     finally:
