@@ -8,6 +8,7 @@ import numpy as np
 from ..ir.ops import OpKind as K
 from .pattern_quant import QUANT_PATTERNS
 from .pattern_refs import R
+from .pattern_rope import ROPE_PATTERNS
 from .patterns import Pattern
 
 __all__ = ["PATTERNS", "R", "emit", "emitted"]
@@ -242,4 +243,5 @@ PATTERNS = [
     *[Pattern(R[k], 0, _lora) for k in ("lora_bias", "lora_bias_noscale", "lora_flax",
                                          "lora_flax_noscale")],
     *QUANT_PATTERNS,
+    *ROPE_PATTERNS,
 ]

@@ -1,0 +1,179 @@
+"""Rotary embeddings as LLaMA-style JAX code writes them, recognised as Rope / RopeBackward
+(generated patterns: passes/patterns.py traces these formulas and matches them exactly;
+the kinds' semantics: nn/rotary.py).
+
+The forms, x[..., D] (x[B, S, H, D] or x[B, H, S, D]), h = D/2, x1 = x[..., :h],
+x2 = x[..., h:]:
+  full-width tables [S, D] (HF / LLaMA): x * cos + rotate_half(x) * sin with
+      rotate_half(x) = jnp.concatenate([-x[..., h:], x[..., :h]], -1)
+  half-width tables [S, D/2]: jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+  the pairs (GPT-J, "traditional"), tables [S, D/2], x1 = x[..., ::2], x2 = x[..., 1::2]:
+      jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape)
+the tables with x's rank or fewer axes, size 1 but on one axis besides the last: that axis
+becomes the node's seq_axis ([S, D] against x[..., S, D]: -2; [S, 1, D] against
+x[B, S, H, D]: -3; [1, 1, S, D] ...); and each form's jax.vjp in x (the tables constant) as
+RopeBackward. Tables of another shape (per batch row: [B, S, 1, D]) are left alone.
+
+When the tables are cos / sin of positions * inverse frequencies computed in the program
+(TABLES: `pos[:, None] * inv_freq[None, :]`, `jnp.outer` or `jnp.einsum("i,j->ij", ...)`,
+concatenated with itself for the full width) and the positions are `arange(S)` (an iota, or
+an integer iota cast to float32), the node takes inv_freq itself (the frequency form, which
+MLX lowers with mx.fast.rope); otherwise it takes the tables as they are.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..ir.ops import OpKind as K
+from ..nn.rotary import rope_shapes_ok
+from .patterns import Pattern, Reference, match
+
+F32 = np.float32
+X = (2, 3, 5, 8)
+
+
+# ---- the forms: fn(x, cos, sin) -> (y,) ----
+def _full(x, cos, sin):
+    h = x.shape[-1] // 2
+    return (x * cos + jnp.concatenate([-x[..., h:], x[..., :h]], axis=-1) * sin,)
+
+
+def _half(x, cos, sin):
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    return (jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1),)
+
+
+def _pairs(x, cos, sin):
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return (jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape),)
+
+
+def _with_vjp(form):
+    """(y, dx): the form and its cotangent in x for the cotangent dy (the tables constant)."""
+    def joint(x, cos, sin, dy):
+        y, pull = jax.vjp(lambda v: form(v, cos, sin)[0], x)
+        return (y, *pull(dy))
+    return joint
+
+
+def _example(width):
+    """Template r: tables [S, W] (r = 2, broadcast through an Expand) or of x's rank (r = 4)."""
+    def example(r):
+        t = (5, width) if r == 2 else (1, 1, 5, width)
+        return {"x": (X, F32), "cos": (t, F32), "sin": (t, F32), "dy": (X, F32)}
+    return example
+
+
+def _fill(bound):
+    """x and dy have one type (the backward's match binds dy, not x); cos, sin must be bound."""
+    x = bound.get("x", bound.get("dy"))
+    if x is None or "cos" not in bound or "sin" not in bound:
+        return None
+    return {"x": x, "dy": x, **bound}
+
+
+FORMS = {   # key: (name, formula, table width, traditional)
+    "rope_full": ("x * cos + rotate_half(x) * sin", _full, 8, False),
+    "rope_half": ("concat([x1 * cos - x2 * sin, x2 * cos + x1 * sin])", _half, 4, False),
+    "rope_pairs": ("stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos]) of x[::2], x[1::2]",
+                   _pairs, 4, True),
+}
+R = {}
+for _key, (_name, _fn, _width, _) in FORMS.items():
+    _kw = dict(ranks=(2, 4), trigger={(K.Concat, None)})
+    R[_key] = Reference(f"rope {_name}", _fn, ("x", "cos", "sin"), _example(_width), **_kw)
+    R[_key + "_vjp"] = Reference(f"vjp(rope {_name})", _with_vjp(_fn), ("x", "cos", "sin", "dy"),
+                                 _example(_width), fill=_fill, **_kw)
+
+
+# ---- the tables from positions and inverse frequencies: fn(pos, inv) -> (cos, sin) ----
+def _tables(product, full):
+    def fn(pos, inv):
+        f = pos[:, None] * inv[None, :] if product == "mul" else \
+            jnp.einsum("i,j->ij", pos, inv)
+        f = jnp.concatenate([f, f], axis=-1) if full else f
+        return jnp.cos(f), jnp.sin(f)
+    return fn
+
+
+TABLES = []
+for _product in ("mul", "einsum"):
+    for _full_width in (False, True):
+        _ref = Reference(f"rope tables cos/sin(pos * inv_freq, {_product}"
+                         f"{', twice' if _full_width else ''})", _tables(_product, _full_width),
+                         ("pos", "inv"), lambda r: {"pos": ((6,), F32), "inv": ((4,), F32)},
+                         ranks=(1,))
+        TABLES.append((Pattern(_ref, 0, None), Pattern(_ref, 1, None)))
+
+
+def _table_axis(x, t):
+    """The axis of x (negative) a broadcast table's rows run along, or None."""
+    if t.ndim > x.ndim or t.ndim < 2:
+        return None
+    full = (1,) * (x.ndim - t.ndim) + tuple(t.shape)
+    axes = [a for a in range(-x.ndim, -1) if full[a] != 1]
+    if not axes:
+        return -2 if x.shape[-2] == 1 else None
+    if len(axes) != 1 or axes[0] > -2 or full[axes[0]] != x.shape[axes[0]]:
+        return None
+    return axes[0]
+
+
+def _unbroadcast(v):
+    """v without the producers that only insert size-1 axes (Reshape, Expand of one size)."""
+    while v.node is not None and v.node.kind in (K.Reshape, K.Expand) and \
+            v.node.inputs[0].size == v.size:
+        v = v.node.inputs[0]
+    return v
+
+
+def _is_arange(v, n):
+    """v is arange(n): a float32 iota, or an integer iota cast to float32."""
+    if v.dtype != F32 or v.shape != (n,):
+        return False
+    if v.node is not None and v.node.kind is K.Cast and v.node.inputs[0].dtype.kind in "iu":
+        v = v.node.inputs[0]
+    return v.node is not None and v.node.kind is K.Iota and v.node.attrs["dimension"] == 0
+
+
+def _frequencies(cos, sin, seq):
+    """(inv_freq,) when cos / sin are TABLES at positions arange(seq), else None."""
+    cos, sin = _unbroadcast(cos), _unbroadcast(sin)
+    if cos.dtype != F32:
+        return None
+    for pc, ps in TABLES:
+        got_c, got_s = match(pc, cos, frozenset()), match(ps, sin, frozenset())
+        if got_c is None or got_s is None:
+            continue
+        (bc, bs) = got_c[0], got_s[0]
+        if bc["pos"] is bs["pos"] and bc["inv"] is bs["inv"] and _is_arange(bc["pos"], seq):
+            return (bc["inv"],)
+    return None
+
+
+def _replace(kind, traditional):
+    def replace(b, o, p, root):
+        x = o["x"] if kind is K.Rope else o["dy"]
+        cos, sin = o["cos"], o["sin"]
+        axis = _table_axis(x, cos)
+        if root.shape != x.shape or cos.shape != sin.shape or axis is None:
+            return None
+        seq, width = x.shape[axis], cos.shape[-1]
+        for tables in (_frequencies(cos, sin, seq), (cos, sin)):
+            if tables is None or len(tables) == 2 and cos.dtype != x.dtype:
+                continue
+            tables = tuple(b.reshape(_unbroadcast(t), (seq, width)) for t in tables) \
+                if len(tables) == 2 else tables
+            if rope_shapes_ok(x, tables, traditional, axis):
+                return b.add(kind, (x, *tables), {"traditional": traditional, "seq_axis": axis})
+        return None
+    return replace
+
+
+# reference, output, replacement: each form alone, then with its jax.vjp
+ROPE_PATTERNS = [
+    pat for key, (_, _, _, trad) in FORMS.items() for pat in (
+        Pattern(R[key], 0, _replace(K.Rope, trad)),
+        Pattern(R[key + "_vjp"], 0, _replace(K.Rope, trad)),
+        Pattern(R[key + "_vjp"], 1, _replace(K.RopeBackward, trad)))]
