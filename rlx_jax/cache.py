@@ -23,7 +23,9 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Hashable, Iterator
 from time import monotonic, sleep
+from typing import IO, Any
 
 from absl import logging
 
@@ -46,11 +48,11 @@ _FALLBACK: dict[str, str] = {}        # unusable configured root -> the temporar
 LOCK_TIMEOUT_S = 300
 
 
-def configured_root():
+def configured_root() -> str:
     return os.environ.get(ENV) or os.path.join(os.path.expanduser("~"), ".cache", "rlx_jax")
 
 
-def _unusable(path):
+def _unusable(path: str) -> str | None:
     """Why `path` cannot hold cache entries (None when it can): created, then probed by
     writing a file, since permission bits say nothing for root or read-only mounts."""
     if path in _WRITABLE and os.path.isdir(path):
@@ -66,7 +68,7 @@ def _unusable(path):
     return None
 
 
-def _fallback(root, why):
+def _fallback(root: str, why: str) -> str:
     """The temporary root standing in for an unusable `root` (made and logged once)."""
     if root not in _FALLBACK:
         try:
@@ -83,7 +85,7 @@ def _fallback(root, why):
     return _FALLBACK[root]
 
 
-def cache_root():
+def cache_root() -> str:
     """The directory caches live under: the configured root, or its temporary stand-in."""
     root = os.path.abspath(configured_root())
     with _LOCK:
@@ -91,7 +93,7 @@ def cache_root():
         return root if why is None else _fallback(root, why)
 
 
-def cache_subdir(name):
+def cache_subdir(name: str) -> str:
     """<cache root>/<name>, created."""
     path = os.path.join(cache_root(), name)
     with _LOCK:
@@ -102,7 +104,7 @@ def cache_subdir(name):
     return path
 
 
-def _acquire(f, timeout):
+def _acquire(f: IO[Any], timeout: float) -> bool:
     """flock(LOCK_EX) on `f`, giving up after `timeout` seconds; whether it is held."""
     deadline = monotonic() + timeout
     while True:
@@ -116,7 +118,8 @@ def _acquire(f, timeout):
 
 
 @contextlib.contextmanager
-def file_lock(directory, name=".lock", timeout=LOCK_TIMEOUT_S):
+def file_lock(directory: str, name: str = ".lock",
+              timeout: float = LOCK_TIMEOUT_S) -> Iterator[bool]:
     """Holds an exclusive flock on `directory`/`name` (other processes wait; the threads of one
     process need a lock of their own besides). A holder that does not let go within `timeout`
     seconds (a hung build) is logged and then ignored, so no caller waits forever; yields
@@ -133,7 +136,7 @@ def file_lock(directory, name=".lock", timeout=LOCK_TIMEOUT_S):
                 fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def content_hash(path, algorithm=HASH):
+def content_hash(path: str, algorithm: str = HASH) -> str:
     """The hex digest of the file at `path` (a large one read in 1 MiB chunks)."""
     h = hashlib.new(algorithm)
     with open(path, "rb", buffering=0) as f:
@@ -149,7 +152,7 @@ def content_hash(path, algorithm=HASH):
             h.update(view[:n])
 
 
-def stat_key(path):
+def stat_key(path: str) -> tuple[int, int, int]:
     """What identifies one version of a file without reading it: (inode, size, mtime)."""
     st = os.stat(path)
     return st.st_ino, st.st_size, st.st_mtime_ns
@@ -163,19 +166,19 @@ class Checked:
     verdict is reused only while every file it covered has the same stat_key (a rewrite
     changes the mtime; a replaced entry changes the inode)."""
 
-    def __init__(self):
-        self._seen = {}
+    def __init__(self) -> None:
+        self._seen: dict[Hashable, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key, stats):
+    def get(self, key: Hashable, stats: Any) -> Any:
         with self._lock:
             got = self._seen.get(key)
         return got[1] if got is not None and got[0] == stats else MISSING
 
-    def put(self, key, stats, verdict):
+    def put(self, key: Hashable, stats: Any, verdict: Any) -> None:
         with self._lock:
             self._seen[key] = (stats, verdict)
 
-    def forget(self, key):
+    def forget(self, key: Hashable) -> None:
         with self._lock:
             self._seen.pop(key, None)

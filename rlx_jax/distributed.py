@@ -37,57 +37,63 @@ of each would share mlx-rank<r>).
 import contextlib
 import os
 import traceback
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import BadArgumentError, LoweringError
 
-_STATE = {"group": None}
+if TYPE_CHECKING:
+    from mlx.core.distributed import Group
+
+_STATE: dict[str, "Group | None"] = {"group": None}
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def initialize(backend="any", strict=False):
+def initialize(backend: str = "any", strict: bool = False) -> "Group":
     """mx.distributed.init(strict, backend): the process group (ranks of this launch, or a
     group of one without a launcher); kept for every jit(axis_name=...) in this process."""
     import mlx.core as mx
-    _STATE["group"] = mx.distributed.init(strict=strict, backend=backend)
-    return _STATE["group"]
+    _STATE["group"] = made = mx.distributed.init(strict=strict, backend=backend)
+    return made
 
 
-def use(new_group):
+def use(new_group: "Group | None") -> "Group | None":
     """Makes `new_group` (an mx.distributed.Group, e.g. a `group().split(color)`) the group of
     the programs compiled from now on; returns the previous one."""
     old, _STATE["group"] = _STATE["group"], new_group
     return old
 
 
-def is_initialized():
+def is_initialized() -> bool:
     return _STATE["group"] is not None
 
 
-def group():
+def group() -> "Group":
     """The group `initialize()` made; raises BadArgumentError before it."""
-    if _STATE["group"] is None:
+    made = _STATE["group"]
+    if made is None:
         raise BadArgumentError(
             "the process group is not initialised: call rlx_jax.distributed.initialize() "
             "before running a function jitted with axis_name=")
-    return _STATE["group"]
+    return made
 
 
-def rank():
+def rank() -> int:
     return group().rank()
 
 
-def size():
+def size() -> int:
     return group().size()
 
 
-def shard(global_batch, axis=0):
+def shard(global_batch: Any, axis: int = 0) -> Any:
     """This process's block of `global_batch` (a pytree of arrays), split along `axis` into
     size() equal blocks by rank (rank r takes block r)."""
     n, r = size(), rank()
 
-    def take(x):
+    def take(x: Any) -> np.ndarray:
         x = np.asarray(x)
         if x.shape[axis] % n:
             raise BadArgumentError(
@@ -99,14 +105,14 @@ def shard(global_batch, axis=0):
     return jax.tree_util.tree_map(take, global_batch)
 
 
-def axis_env(axis_name):
+def axis_env(axis_name: str | None) -> list[tuple[str, int]]:
     """jax.make_jaxpr's axis_env for a jit's axis_name ([] without one)."""
     if axis_name is None:
         return []
     return [(axis_name, size())]
 
 
-def group_for(node):
+def group_for(node: Any) -> "Group":
     """The group a collective node runs on: the initialised one, of the size it was traced
     for."""
     g = group()
@@ -118,7 +124,7 @@ def group_for(node):
     return g
 
 
-def user_line(error):
+def user_line(error: BaseException) -> str | None:
     """file:line of the last frame of `error`'s traceback outside jax and rlx_jax."""
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
         f = frame.filename
@@ -128,7 +134,7 @@ def user_line(error):
 
 
 @contextlib.contextmanager
-def binding(fn_name, axis_name):
+def binding(fn_name: str, axis_name: str | None) -> Iterator[list[tuple[str, int]]]:
     """`with binding(fn_name, axis_name) as env:` traces with `env` as make_jaxpr's axis_env;
     a collective over an unbound axis name becomes a BadArgumentError naming the user's line."""
     env = axis_env(axis_name)

@@ -4,8 +4,8 @@ compressed (package/compress.py); with an app's metadata (package/app.py)."""
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import jax
 
@@ -14,6 +14,7 @@ from .backends.coreml.backend import CoremlBackend, write_package
 from .backends.coreml.package import Options, app, compress, multifunction
 from .errors import BadArgumentError
 from .placement import raise_host
+from .stages import Lowered
 from .symbolic import SymbolicLowered
 
 
@@ -46,8 +47,8 @@ def export_coreml(fun: Callable[..., Any] | dict[str, tuple[Callable[..., Any], 
             raise BadArgumentError("export_coreml: with a dict of functions, give each its "
                                    "arguments in the dict ({name: (function, args)}), none "
                                    "after it")
-        return multifunction.export(export_coreml, fun, path,
-                                    options.pop("default_function", None), options)
+        return cast(str, multifunction.export(export_coreml, fun, path,
+                                              options.pop("default_function", None), options))
     static = options.pop("static_argnums", ())
     default_sizes = options.pop("default_sizes", None)
     enumerated = options.pop("enumerated_sizes", None)
@@ -81,8 +82,9 @@ def export_coreml(fun: Callable[..., Any] | dict[str, tuple[Callable[..., Any], 
                         "the host between Core ML segments.")
     finish = app.describer(about)
     if weights is None:
-        return write_package(lowered.legalized, opts, os.fspath(path), lowered.timings,
-                             sizes=(default_sizes, enumerated), finish=finish, state=state)
+        return cast(str, write_package(lowered.legalized, opts, os.fspath(path), lowered.timings,
+                                       sizes=(default_sizes, enumerated), finish=finish,
+                                       state=state))
     staging = tempfile.mkdtemp(prefix="rlx-float-")
     try:
         float_path = write_package(lowered.legalized, opts,
@@ -96,7 +98,8 @@ def export_coreml(fun: Callable[..., Any] | dict[str, tuple[Callable[..., Any], 
     return os.fspath(path)
 
 
-def _feeds(lowered, package_path, args, static):
+def _feeds(lowered: Lowered, package_path: str, args: tuple[Any, ...],
+           static: int | Sequence[int]) -> dict[str, Any] | None:
     """The export's example arguments as the package's feeds, or None when they are not all
     concrete arrays (ShapeDtypeStructs: the compression report then has no error figure)."""
     from .backends.coreml.executor.reference import MilReferenceExecutor

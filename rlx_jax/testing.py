@@ -1,10 +1,13 @@
 """Checks for users' tests: `check_grads` (gradients against jax.grad and finite differences),
 `recorded_programs` and `assert_ran_on_device` (where a compiled program runs)."""
 import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from . import stages
 from .api import jit
@@ -19,12 +22,13 @@ _DEFAULTS = {
 }
 
 
-def _float(x):
-    return jnp.issubdtype(jnp.result_type(x), jnp.floating)
+def _float(x: ArrayLike) -> bool:
+    return bool(jnp.issubdtype(jnp.result_type(x), jnp.floating))
 
 
-def check_grads(f, args, *, backend, order=1, eps=None, atol=None, rtol=None, directions=2,
-                seed=0):
+def check_grads(f: Callable[..., Any], args: Sequence[Any], *, backend: str, order: int = 1,
+                eps: float | None = None, atol: float | None = None, rtol: float | None = None,
+                directions: int = 2, seed: int = 0) -> None:
     """Checks that gradients of `f` computed through `rlx_jax.jit(..., backend=backend)` are right.
 
     `f(*args)` is a JAX function of a tuple of pytrees; every floating-point leaf of `args` is
@@ -62,24 +66,24 @@ def check_grads(f, args, *, backend, order=1, eps=None, atol=None, rtol=None, di
     if not isinstance(out, jax.ShapeDtypeStruct) or out.shape != ():
         proj = jax.tree.map(lambda s: jnp.asarray(rng.randn(*s.shape), s.dtype), out)
 
-    def scalar(*all_leaves):
+    def scalar(*all_leaves: jax.Array) -> Any:
         y = f(*jax.tree_util.tree_unflatten(tree, all_leaves))
         if proj is None:
             return y
         return sum(jnp.sum(a * b) for a, b in zip(jax.tree.leaves(y), jax.tree.leaves(proj)))
 
-    def unit_direction():
+    def unit_direction() -> list[jax.Array]:
         v = [rng.randn(*leaves[i].shape) for i in diff]
         norm = np.sqrt(sum(float(np.sum(x * x)) for x in v)) or 1.0
         return [jnp.asarray(x / norm, leaves[i].dtype) for x, i in zip(v, diff)]
 
-    def shifted(vals, v, s):
+    def shifted(vals: Sequence[jax.Array], v: Sequence[jax.Array], s: float) -> list[jax.Array]:
         out = list(vals)
         for i, d in zip(diff, v):
             out[i] = (vals[i] + s * d).astype(vals[i].dtype)
         return out
 
-    def check(label, fn, vals):
+    def check(label: str, fn: Callable[..., Any], vals: Sequence[jax.Array]) -> None:
         grad = jax.grad(fn, argnums=tuple(diff))
         got = jit(grad, backend=backend)(*vals)
         want = jax.jit(grad)(*vals)
@@ -115,17 +119,17 @@ def check_grads(f, args, *, backend, order=1, eps=None, atol=None, rtol=None, di
     if order >= 2:
         v = unit_direction()
 
-        def hvp_proj(*vals):
+        def hvp_proj(*vals: jax.Array) -> Any:
             g = jax.grad(scalar, argnums=tuple(diff))(*vals)
             return sum(jnp.sum(a * b) for a, b in zip(g, v))
         check("order 2 (grad of <grad f, v>)", hvp_proj, leaves)
 
 
 @contextlib.contextmanager
-def recorded_programs():
+def recorded_programs() -> Iterator[list[stages.Compiled]]:
     """Collects every `Compiled` that rlx_jax builds while the block runs (every thread), in
     order: `with recorded_programs() as programs: ...`, then check `programs`."""
-    got = []
+    got: list[stages.Compiled] = []
     stages.RECORDERS.append(got)
     try:
         yield got
@@ -133,7 +137,7 @@ def recorded_programs():
         stages.RECORDERS.remove(got)
 
 
-def where_ran(compiled):
+def where_ran(compiled: stages.Compiled) -> str:
     """A Compiled's placement in a line: the backend, its runtime, and the host ops (kind,
     source line, reason), e.g. "mlx (mlx-compiled), every op on the device"."""
     placement = compiled.lowered.placement()
@@ -146,14 +150,15 @@ def where_ran(compiled):
     return head + f", {len(ops)} op(s) on the host: {shown}" + ("; ..." if len(ops) > 6 else "")
 
 
-def ran_on_host(compiled):
+def ran_on_host(compiled: stages.Compiled) -> bool:
     """Whether some of `compiled` ran on the host: host segments, or Core ML calls whose integer
     arguments it cannot hold (runtime "+host-for-range")."""
     return (not compiled.lowered.placement().device_only or
             compiled.runtime.endswith("+host-for-range"))
 
 
-def assert_ran_on_device(compiled, host=False, eager=False):
+def assert_ran_on_device(compiled: stages.Compiled, host: bool = False,
+                         eager: bool = False) -> None:
     """Asserts where `compiled` ran: every op on the device unless `host` (then some op must be
     on the host), and on MLX through mx.compile unless `eager` (or compile=False was asked)."""
     if bool(host) != ran_on_host(compiled):

@@ -18,6 +18,7 @@ package keeps one report per function.
 """
 import json
 import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ MODES = ("int8", "int4") + tuple(f"palette{n}" for n in (1, 2, 3, 4, 6, 8))
 _IOS18 = {"int4": "per-block int4 quantization"}
 
 
-def config(weights, target):
+def config(weights: Any, target: Any) -> tuple[Callable[..., Any], Any]:
     """(the coremltools optimize function, its OptimizationConfig) for `weights`."""
     from coremltools.optimize.coreml import (OpLinearQuantizerConfig, OpPalettizerConfig,
                                              OptimizationConfig, linear_quantize_weights,
@@ -59,13 +60,14 @@ def config(weights, target):
     return palettize_weights, OptimizationConfig(global_config=op)
 
 
-def weight_bytes(path):
+def weight_bytes(path: str | os.PathLike[str]) -> int:
     """The bytes of a package's weight file (what compression changes; 0 when it has none)."""
     blob = os.path.join(path, "Data", "com.apple.CoreML", "weights", "weight.bin")
     return os.path.getsize(blob) if os.path.exists(blob) else 0
 
 
-def compress(float_path, path, weights, target, feeds=None):
+def compress(float_path: str, path: str, weights: Any, target: Any,
+             feeds: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Writes the compressed package of the saved `float_path` at `path`; returns the report
     ({"weights", "bytes_float", "bytes", "ratio", "max_abs_error", "max_rel_error"}: per
     output, the relative one over the float output's largest magnitude; None without example
@@ -77,7 +79,7 @@ def compress(float_path, path, weights, target, feeds=None):
     model = ct.models.MLModel(float_path, skip_model_load=True)
     small = fn(model, cfg)
     save(small, path)
-    report = {"weights": weights if isinstance(weights, str) else repr(weights),
+    report: dict[str, Any] = {"weights": weights if isinstance(weights, str) else repr(weights),
               "bytes_float": weight_bytes(float_path), "bytes": weight_bytes(path)}
     report["ratio"] = round(report["bytes"] / max(report["bytes_float"], 1), 4)
     report["max_abs_error"] = None
@@ -95,7 +97,7 @@ def compress(float_path, path, weights, target, feeds=None):
     return report
 
 
-def _run(executor, feeds):
+def _run(executor: Any, feeds: Mapping[str, Any]) -> Any:
     """The executor's outputs on `feeds` (a stateful model's states start from their values
     among the feeds, as the example arguments give them)."""
     state = executor.make_state()
