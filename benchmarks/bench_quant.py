@@ -5,11 +5,12 @@ per group of G rows, the weights closed over (constants: MLX re-packs them once,
 time) or passed as arguments (re-packed in the program: a transpose of the bytes and scales).
 
 Printed (never asserted): MLX primitives of each program and the median call time, measured
-interleaved (`output="native"`, the arguments mx.arrays already, so no conversion is timed), with
-the ratio recognised / off; and, where Core ML is available, the MIL ops of the constant-weight
+interleaved (`output="native"`, x an mx.array; argument weights are jax.Arrays, which the
+recognised program packs once and the other converts at each call), with the ratio recognised /
+off, for each batch size M (1: a decoding step); and, where Core ML is available, the MIL ops of the constant-weight
 programs at an iOS18 target (constexpr_blockwise_shift_scale + matmul) and at iOS16.
 
-Run: python benchmarks/bench_quant.py [--quick] [--m 64] [--k 1024] [--n 1024] [--group 64]
+Run: python benchmarks/bench_quant.py [--quick] [--m 64,1] [--k 1024] [--n 1024] [--group 64]
 """
 import argparse
 import os
@@ -66,7 +67,8 @@ def mlx(x, cases, runs, rounds):
     print("\n== mlx ==")
     for label, (fn, weights) in cases.items():
         for how, f, args in variants(fn, x, weights):
-            margs = [mx.array(np.asarray(a)) for a in args]
+            margs = [mx.array(args[0])] + [jnp.asarray(a) for a in args[1:]]   # x native,
+            # the weights jax.Arrays, packed once (prepack.py)
             res = {}
             for rec in (True, False):
                 jf = rlx_jax.jit(f, backend="mlx", recognize=rec, output="native")
@@ -102,25 +104,27 @@ def coreml(x, cases):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller layer, fewer repetitions")
-    ap.add_argument("--m", type=int, default=64)
+    ap.add_argument("--m", default="64,1", help="batch sizes, comma-separated")
     ap.add_argument("--k", type=int, default=1024)
     ap.add_argument("--n", type=int, default=1024)
     ap.add_argument("--group", type=int, default=64, choices=(32, 64, 128))
     ap.add_argument("--backends", default="mlx,coreml")
     opts = ap.parse_args()
     os.environ.setdefault("RLX_JAX_CACHE_DIR", tempfile.mkdtemp(prefix="rlx-bench-"))
-    m, k, n = (8, 256, 256) if opts.quick else (opts.m, opts.k, opts.n)
+    ms, k, n = ([8], 256, 256) if opts.quick else \
+        ([int(m) for m in opts.m.split(",")], opts.k, opts.n)
     runs, rounds = (5, 2) if opts.quick else (20, 3)
-    x, cases = layers(m, k, n, opts.group)
-    print(f"quantized linear layer x[{m}, {k}] @ W[{k}, {n}]")
     available = rlx_jax.available_backends()
     for backend in opts.backends.split(","):
-        if backend not in available:
-            print(f"\n== {backend} == not available here")
-        elif backend == "mlx":
-            mlx(x, cases, runs, rounds)
-        else:
-            coreml(x, cases)
+        for m in ms if backend == "mlx" else ms[:1]:
+            x, cases = layers(m, k, n, opts.group)
+            print(f"\nquantized linear layer x[{m}, {k}] @ W[{k}, {n}]")
+            if backend not in available:
+                print(f"== {backend} == not available here")
+            elif backend == "mlx":
+                mlx(x, cases, runs, rounds)
+            else:
+                coreml(x, cases)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,13 @@ def int4_linear(x, q, scale, zero, shift=4, low_first=True):
     return x @ ((w - zero[:, None, :]) * scale[:, None, :]).reshape(2 * k2, n)
 
 
+def grad_x(fn):
+    """jax.grad w.r.t. x of a loss through the layer."""
+    return jax.grad(lambda x, *weights: jnp.sum(jnp.tanh(fn(x, *weights)) ** 2))
+
+
 PRIMS_INT4 = {"Binary": 4, "Cast": 1, "Concat": 1, "DotGeneral": 1, "Expand": 2, "Reshape": 5}
+GRAD = {"Activation": 1, "Binary": 6, "DequantMatMul": 2, "Expand": 1}   # forward, x @ wᵀ
 FORMS = {      # form -> (function, arguments, the op counts recognition leaves)
     "int8": (int8_linear, (X, Q8, S8), {"DequantMatMul": 1}),
     "int8_scale_first": (lambda x, q, s: x @ (s * q.astype(jnp.float32)), (X, Q8, S8),
@@ -50,6 +56,8 @@ FORMS = {      # form -> (function, arguments, the op counts recognition leaves)
     "int4_g32": (int4_linear, (X, Q4, *groups(32)), {"DequantMatMul": 1}),
     "int4_g64": (int4_linear, (X, Q4, *groups(64)), {"DequantMatMul": 1}),
     "int4_g128": (int4_linear, (X[0], Q4, *groups(128)), {"DequantMatMul": 1}),
+    "int8_grad": (grad_x(int8_linear), (X, Q8, S8), GRAD),
+    "int4_grad": (grad_x(int4_linear), (X, Q4, *groups(64)), GRAD),
     # near misses: a scale per input row, an unsigned int8 weight, another shift, the nibbles
     # high first, a group size MLX has no kernel for (16)
     "int8_scale_on_k": (lambda x, q, s: x @ (q.astype(x.dtype) * s[:, None]),
@@ -204,3 +212,20 @@ def test_mlx_packs_argument_weights_once_per_buffer():
     assert len(cache) == 1
     np.testing.assert_array_equal(compiled(x, *weights), first)
     assert len(cache) == 1
+
+
+@pytest.mark.parametrize("form", ["int8", "int4_g32"])
+def test_gradient_wrt_x(form, backend):
+    """jax.grad w.r.t. x: the forward and the gradient (x @ wᵀ, a transposed DequantMatMul)
+    are one node each on mlx and coreml; equal jax.grad's, and with the weights closed over
+    float32 central differences (rlx_jax.testing.check_grads)."""
+    fn, (x, *weights), _ = FORMS[form]
+    g = grad_x(fn)
+    jf = rlx_jax.jit(g, backend=backend)
+    assert jf.lower(x, *weights).op_counts().get("DequantMatMul") == (
+        None if backend == "xla" else 2)
+    np.testing.assert_allclose(np.asarray(jf(x, *weights)), jax.jit(g)(x, *weights),
+                               rtol=1e-4, atol=1e-5)
+    consts = [jnp.asarray(w) for w in weights]
+    rlx_jax.testing.check_grads(lambda x: jnp.sum(jnp.tanh(fn(x, *consts)) ** 2), (x[:1, :2],),
+                                backend=backend)

@@ -3,7 +3,8 @@ stored quantized, dequantized first, as JAX inference code writes it
 (passes/pattern_quant.py recognises these formulas).
 
     operands  x [..., K] (float), q (the stored weight), scale (x's dtype), zero (packed int4)
-    attrs     packing, bits, group_size (rows of K sharing a scale / zero)
+    attrs     packing, bits, group_size (rows of K sharing a scale / zero), transpose
+    result    x @ w, or with transpose x @ wᵀ (x [..., N]: the gradient of x @ w w.r.t. x)
 
 packing "int8_per_channel" (bits 8, group_size K): q int8 [K, N], scale [N] per output channel,
 
@@ -59,10 +60,13 @@ def constant_weights(node):
     return None
 
 
-def dequant_matmul(x, q, scale, *zero, packing, bits, group_size, unpack=unpack_int4_u8):
-    """DequantMatMul (module docstring): x @ dequantize(q, scale, zero)."""
-    return x @ dequantize(q, scale, *zero, dtype=x.dtype, packing=packing,
-                          group_size=group_size, unpack=unpack)
+def dequant_matmul(x, q, scale, *zero, packing, bits, group_size, transpose,
+                   unpack=unpack_int4_u8):
+    """DequantMatMul (module docstring): x @ w (x @ wᵀ with transpose), w = dequantize(q,
+    scale, zero)."""
+    w = dequantize(q, scale, *zero, dtype=x.dtype, packing=packing, group_size=group_size,
+                   unpack=unpack)
+    return x @ (w.T if transpose else w)
 
 
 QUANT_REFERENCE = {

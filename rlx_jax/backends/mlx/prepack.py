@@ -1,13 +1,14 @@
 """DequantMatMul weights that are arguments, packed into MLX's layout once per weight buffer.
 
 A DequantMatMul whose q, scale (and zero) are inputs of the program, read by nothing but
-DequantMatMul nodes of one packing, has them packed (rules_quant.pack_mx) before the call
-instead of in the program: the executable (PackingExecutable) receives MLX's w uint32 at q's
-position, scales at scale's and biases at zero's (an int8 per-channel weight's biases,
-−128·scales, are computed in the program). The packed arrays are cached per weight buffer,
-keyed by the identity of the arguments, for jax.Arrays (immutable; a numpy or mx array can be
-changed in place, so those are packed at each call): a call with the same weights packs nothing
-and copies nothing into MLX. An entry goes when its weights are garbage collected.
+DequantMatMul nodes of one packing (forward or transposed, as under jax.grad), has them packed
+(rules_quant.pack_mx) before the call instead of in the program: the executable
+(PackingExecutable) receives MLX's w uint32 at q's position, scales at scale's and biases at
+zero's (an int8 per-channel weight's biases, −128·scales, are computed in the program). The
+packed arrays are cached per weight buffer, keyed by the identity of the arguments, for
+jax.Arrays (immutable; a numpy or mx array can be changed in place, so those are packed at each
+call): a call with the same weights packs nothing and copies nothing into MLX. An entry goes
+when its weights are garbage collected.
 """
 import weakref
 
@@ -27,6 +28,11 @@ class Group:
         self.positions, self.packing, self.group, self.dtypes = positions, packing, group, dtypes
 
 
+def _layout(node):
+    """What the packing of a DequantMatMul's weights depends on (not `transpose`)."""
+    return node.attrs["packing"], node.attrs["group_size"]
+
+
 def plan(graph):
     """([Group], ids of the DequantMatMul nodes whose weights arrive packed)."""
     users = {}
@@ -42,7 +48,7 @@ def plan(graph):
                 id(w) in position and id(w) not in outputs for w in weights):
             continue
         same = all(m.kind is K.DequantMatMul and m.inputs[1:] == weights and i >= 1 and
-                   m.attrs == n.attrs for w in weights for m, i in users[id(w)])
+                   _layout(m) == _layout(n) for w in weights for m, i in users[id(w)])
         key = tuple(position[id(w)] for w in weights)
         if not same or (key not in groups and taken & set(key)):
             continue

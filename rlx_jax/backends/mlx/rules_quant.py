@@ -3,7 +3,8 @@
 MLX's affine quantization (mlx 0.32) stores a [N, K] weight as w uint32 [N, K·bits/32] (element j
 of a word at bits bits·j, the lowest first), scales and biases [N, K/group_size] in x's dtype,
 w_deq = scales·w + biases, and `quantized_matmul(x, w, scales, biases, transpose=True)` is
-x @ w_deqᵀ; group sizes 32, 64, 128 (bits 4 and 8 used here). The re-packing:
+x @ w_deqᵀ (transpose=False: x @ w_deq, a transposed DequantMatMul, the gradient w.r.t. x);
+group sizes 32, 64, 128 (bits 4 and 8 used here). The re-packing:
 
   int4_u8           q uint8 [K/2, N] holds w[2i] | w[2i+1] << 4, so the rows of qᵀ [N, K/2] are
                     already MLX's words, byte by byte (little-endian): w = qᵀ viewed as uint32;
@@ -82,11 +83,13 @@ def _dequant_matmul(ctx, node, x, q, scale, *zero):
     """x @ the de-quantized weight: one quantized_matmul (module docstring)."""
     packing, bits = node.attrs["packing"], node.attrs["bits"]
     group = mlx_group(node)
+    transpose = node.attrs["transpose"]
     if group is None:                          # int8 with K not a multiple of 32: the formula
-        return mx.matmul(x, q.astype(x.dtype) * scale)
+        w = q.astype(x.dtype) * scale
+        return mx.matmul(x, w.T if transpose else w)
     if id(node) in ctx.prepacked:              # packed before the call (prepack.py)
         packed = (q, scale, zero[0] if zero else scale * mx.array(-128, scale.dtype))
     else:
         packed = packed_constants(ctx, node, group) or pack_mx(packing, q, scale, *zero,
                                                                group=group)
-    return mx.quantized_matmul(x, *packed, transpose=True, group_size=group, bits=bits)
+    return mx.quantized_matmul(x, *packed, transpose=not transpose, group_size=group, bits=bits)

@@ -9,7 +9,7 @@ the formula's (w − zero)·scale and q·scale operation for operation:
   int4_u8           data uint4 [K, N] (the nibbles, low first), scale and offset (zero) [K/G, N]
   int8_per_channel  data int8 [K, N], scale [1, N], no offset
 
-then one matmul. Otherwise (weights that are arguments, or an earlier target) the formula is
+then one matmul (transpose_y for a transposed DequantMatMul). Otherwise (weights that are arguments, or an earlier target) the formula is
 composed: int4 nibbles unpacked as hi = floor_div(q, 16), lo = q − 16·hi (MIL has no bitwise
 ops; the bytes are int32 in the program), stack, reshape, cast, sub, mul, reshape and matmul;
 int8 cast, mul and matmul.
@@ -61,4 +61,4 @@ def _dequant_matmul(ctx, node, x, q, scale, *zero):
         w = _constexpr_weight(ctx, node, values)
     else:
         w = _composed_weight(ctx, node, q, scale, *zero)
-    return ctx.mb.matmul(x=x, y=w)
+    return ctx.mb.matmul(x=x, y=w, transpose_y=node.attrs["transpose"])
