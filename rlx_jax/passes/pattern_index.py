@@ -16,7 +16,7 @@ two levels: on a flax LM train step the index leaves about one pair in twenty.
 import itertools
 
 from ..ir.ops import OpKind as K
-from .patterns import COMMUTATIVE, is_sum, signature, terms
+from .patterns import COMMUTATIVE, dclass, is_sum, signature, terms
 
 MAX_OPERANDS = 4       # a node with more operands is keyed by its own head (2**n variants)
 
@@ -26,18 +26,18 @@ def head(v):
     n = v.node
     if n is None:
         return None
-    return n.kind, n.attrs.get("fn"), v.index, v.dtype.kind, len(n.inputs)
+    return n.kind, n.attrs.get("fn"), v.index, dclass(v.dtype), len(n.inputs)
 
 
 def _operand(p):
     """A template operand: its head, or a wildcard of its dtype class for an Input."""
-    return ("*", p.dtype.kind) if p.node.kind is K.Input else head(p)
+    return ("*", dclass(p.dtype)) if p.node.kind is K.Input else head(p)
 
 
 def key(p):
     """The key of template value p: its head and its operands'; an Input is a wildcard."""
     if p.node.kind is K.Input:
-        return "*", p.dtype.kind
+        return "*", dclass(p.dtype)
     ins = p.node.inputs
     return head(p), None if len(ins) > MAX_OPERANDS else tuple(_operand(i) for i in ins)
 
@@ -50,21 +50,23 @@ def variants(u):
     ins = u.node.inputs
     if len(ins) > MAX_OPERANDS:
         return {(h, None)}
-    opts = [(head(i), ("*", i.dtype.kind)) for i in ins]
+    opts = [(head(i), ("*", dclass(i.dtype))) for i in ins]
     orders = [opts, opts[::-1]] if (h[0], h[1]) in COMMUTATIVE and len(opts) == 2 else [opts]
     return {(h, combo) for o in orders for combo in itertools.product(*o)}
 
 
 class Index:
-    """The (pattern, rank) pairs of `entries` (in table order, each rank with a template) by
-    root signature and key."""
+    """The (pattern, (rank, variant)) pairs of `entries` (in table order, each rank and dtype
+    variant with a template: patterns.VARIANTS) by root signature and key; the key holds the
+    dtype classes, so a node is offered the templates of its own dtypes."""
 
     def __init__(self, entries):
         self.keyed, self.sums, self.order = {}, {}, {}
         for pattern, rank in entries:
             self.order.setdefault(pattern, len(self.order))
-            p = pattern.ref.template(rank).outputs[pattern.out]
-            pos = (self.order[pattern], pattern.ref.ranks.index(rank))
+            p = pattern.ref.template(*rank).outputs[pattern.out]
+            pos = (self.order[pattern], pattern.ref.ranks.index(rank[0]),
+                   pattern.ref.variants().index(rank[1]))
             if is_sum(p):
                 self.sums.setdefault(signature(p), []).append(
                     (pos, pattern, rank, frozenset(key(t) for t in terms(p))))
@@ -79,8 +81,8 @@ class Index:
         return sig in self.keyed or sig in self.sums
 
     def candidates(self, u, uterms=None):
-        """[(pattern, ranks)] that can match at user value u, in table order; uterms: u's
-        terms (patterns.terms) when u is a sum a sum pattern may match."""
+        """[(pattern, [(rank, variant)])] that can match at user value u, in table order;
+        uterms: u's terms (patterns.terms) when u is a sum a sum pattern may match."""
         sig = signature(u)
         hits = []
         table = self.keyed.get(sig)
@@ -91,7 +93,7 @@ class Index:
         if sums and uterms is not None:
             have = set()
             for t in uterms:
-                have.add(("*", t.dtype.kind))
+                have.add(("*", dclass(t.dtype)))
                 have.update(variants(t))
             hits.extend(e[:3] for e in sums if e[3] <= have)
         out = {}

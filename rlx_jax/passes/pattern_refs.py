@@ -69,7 +69,8 @@ def _vmapped(fn, times):
 def _flax_ln(fast, scale=True, bias=True):
     def ln(x, *gb, eps):
         import flax.linen as fnn
-        m = fnn.LayerNorm(epsilon=eps, use_fast_variance=fast, use_scale=scale, use_bias=bias)
+        m = fnn.LayerNorm(epsilon=eps, use_fast_variance=fast, use_scale=scale, use_bias=bias,
+                          dtype=x.dtype)
         names = ("scale",) * scale + ("bias",) * bias
         return m.apply({"params": dict(zip(names, gb))}, x)
     return ln
@@ -85,7 +86,7 @@ def _eqx_ln(x, g, b, *, eps):
 
 def _flax_rms(x, g, *, eps):
     import flax.linen as fnn
-    return fnn.RMSNorm(epsilon=eps).apply({"params": {"scale": g}}, x)
+    return fnn.RMSNorm(epsilon=eps, dtype=x.dtype).apply({"params": {"scale": g}}, x)
 
 
 def _jnp_rms(x, g, *, eps):
@@ -171,7 +172,8 @@ def _norm_example(*vecs):
     return lambda r: {**_x(r, "x", "dy"), **_x(1, *vecs)}
 
 
-NORM = {"params": {"eps": EPS}, "trigger": {(K.Activation, "rsqrt")}}
+# (a flax module's dtype is x's: the output of nn.LayerNorm(dtype=bf16, param_dtype=float32))
+NORM = {"params": {"eps": EPS}, "trigger": {(K.Activation, "rsqrt")}, "weights": "gb"}
 _pair("softmax", "softmax_vjp", "jax.nn.softmax", jax.nn.softmax, "x", 1,
       lambda r: _x(r, "x", "dy"), _vec(""), trigger={(K.Activation, "exp")})
 _pair("ln", "ln_vjp", "flax LayerNorm", _flax_ln(True), "xgb", 3, _norm_example("g", "b"),
@@ -245,7 +247,7 @@ def _flax_gn(scale=True, bias=True, fast=True):
         import flax.linen as fnn
         num_groups = num_groups or x.shape[-1] // 3      # templates: C // 3 groups
         m = fnn.GroupNorm(num_groups=num_groups, epsilon=eps, use_scale=scale, use_bias=bias,
-                          use_fast_variance=fast)
+                          use_fast_variance=fast, dtype=x.dtype)
         names = ("scale",) * scale + ("bias",) * bias
         return m.apply({"params": dict(zip(names, gb))}, x)
     return gn

@@ -26,16 +26,29 @@ cotangent contributions in the order its uses are transposed, so the terms of th
 gradient may be interleaved with the user's other contributions (a residual branch). The
 pattern's terms must be among the user's sum's terms; the others are added to the replacement.
 Sums already replaced are not looked into, so each accumulation is claimed once.
+
+Every template is generated per float dtype (`VARIANTS`): the reference is traced with its
+float32 example inputs as float32, bfloat16 or float16, and, for a reference with `weights` (a
+layer's parameters), with the activations in bfloat16 / float16 and the weights in float32 (flax's
+`dtype=bf16, param_dtype=float32`). JAX computes a 16-bit formula's statistics in float32 (a
+jnp.sum of a bfloat16 array accumulates in float32), so each dtype has a structure of its own.
+The loose match compares dtype classes (`dclass`: float32 and float64 one class, bfloat16 and
+float16 one each), so a node is offered only the templates of its own dtypes. A match reports
+the widest float dtype its formula computes in (`compute_dtype`), at which the replacement runs.
 """
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..frontend.trace import graph_from_jaxpr
 from ..ir.ops import OpKind as K
 from . import template_cache
 
+F32, BF16, F16 = (np.dtype(d) for d in (np.float32, jnp.bfloat16, np.float16))
+# (activation dtype, weight dtype) of the templates: the example's float32 inputs become these
+VARIANTS = ((F32, F32), (BF16, BF16), (F16, F16), (BF16, F32), (F16, F32))
 COMMUTATIVE = {(K.Binary, f) for f in ("add", "mul", "max", "min")} | \
     {(K.Compare, f) for f in ("eq", "ne")}
 MAX_TERMS = 64
@@ -53,11 +66,13 @@ class Reference:
     parameters read off the user's subgraph (user(v): the user value the loose match bound to
     template value v, or None), or None to decline; the template is traced with fn's
     defaults for them. `name` identifies the formula (the traced graphs are cached on disk
-    under it, passes/template_cache.py): no two references share one."""
+    under it, passes/template_cache.py): no two references share one. weights: the inputs
+    that are a layer's parameters (float32 in the mixed VARIANTS)."""
 
     def __init__(self, name, fn, inputs, example, *, fill=None, params=None, ranks=(2, 3),
-                 trigger=(), derive=None):
+                 trigger=(), derive=None, weights=()):
         self.name, self.fn, self.inputs = name, fn, tuple(inputs)
+        self.weights = tuple(w for w in weights if w in self.inputs)
         self.example, self.fill = example, fill
         self.params = dict(params or {})
         self.ranks, self.trigger = tuple(ranks), frozenset(trigger)
@@ -85,20 +100,33 @@ class Reference:
             return None
         return graph_from_jaxpr(closed, name=self.name, host=False)
 
-    @functools.lru_cache(maxsize=None)
-    def template(self, rank):
-        ex = self.example(rank)
-        return self.graph(tuple((tuple(ex[n][0]), np.dtype(ex[n][1])) for n in self.inputs),
-                          tuple(sorted(self.params.items())))
+    def variants(self):
+        """The (activation, weight) dtypes of VARIANTS this reference is traced at."""
+        return tuple(v for v in VARIANTS if v[0] == v[1] or self.weights)
 
-    def types(self, bound):
-        """((shape, dtype) per input) from the bound inputs' values, or None."""
+    def _dtype(self, name, dtype, variant):
+        if np.dtype(dtype) != F32:
+            return np.dtype(dtype)
+        return variant[1] if name in self.weights else variant[0]
+
+    @functools.lru_cache(maxsize=None)
+    def template(self, rank, variant=VARIANTS[0]):
+        """The template of `rank` with the example's float32 inputs at `variant`'s dtypes."""
+        ex = self.example(rank)
+        return self.graph(tuple((tuple(ex[n][0]), self._dtype(n, ex[n][1], variant))
+                                for n in self.inputs), tuple(sorted(self.params.items())))
+
+    def types(self, bound, variant=VARIANTS[0]):
+        """((shape, dtype) per input) from the bound inputs' values, or None; an unbound weight
+        of a mixed variant is float32."""
         got = {n: (v.shape, v.dtype) for n, v in bound.items()}
         if self.fill is not None and len(got) < len(self.inputs):
             got = self.fill(got)
         if got is None or any(n not in got for n in self.inputs):
             return None
-        return tuple((tuple(got[n][0]), np.dtype(got[n][1])) for n in self.inputs)
+        mixed = variant[0] != variant[1]
+        return tuple((tuple(got[n][0]), variant[1] if mixed and n in self.weights and
+                      n not in bound else np.dtype(got[n][1])) for n in self.inputs)
 
 
 class Pattern:
@@ -109,6 +137,23 @@ class Pattern:
     def __init__(self, ref, out, replace):
         self.ref, self.out, self.replace = ref, out, replace
         self.name = f"{ref.name}[{out}]"
+
+
+def dclass(dtype):
+    """What the loose match compares of a dtype: its kind, bfloat16 and float16 apart."""
+    dtype = np.dtype(dtype)
+    return dtype.name if dtype in (BF16, F16) else dtype.kind
+
+
+def is_float(dtype):
+    return jnp.issubdtype(dtype, jnp.floating)
+
+
+def compute_dtype(graph):
+    """The widest float dtype of `graph`'s values (None without floats): a bfloat16 formula
+    whose statistics JAX accumulates in float32 computes in float32."""
+    got = {v.dtype for n in graph.nodes for v in n.outputs if is_float(v.dtype)}
+    return max(got, key=lambda d: (d.itemsize, d == F32), default=None)
 
 
 def signature(v):
@@ -138,7 +183,7 @@ def _same_attr(x, y):
     if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
         x, y = np.asarray(x), np.asarray(y)
         return x.dtype == y.dtype and x.shape == y.shape and np.array_equal(
-            x, y, equal_nan=x.dtype.kind in "fc")
+            x, y, equal_nan=x.dtype.kind in "c" or is_float(x.dtype))
     try:
         return bool(x == y) or (isinstance(x, float) and isinstance(y, float) and x != x
                                 and y != y)
@@ -160,7 +205,7 @@ class Matcher:
     def _types(self, p, u):
         if self.exact:
             return (p.shape, p.dtype) == (u.shape, u.dtype)
-        return p.dtype.kind == u.dtype.kind
+        return dclass(p.dtype) == dclass(u.dtype)
 
     def value(self, p, u, env):
         pn, un = p.node, u.node
@@ -252,7 +297,7 @@ def variables(graph, params):
             continue
         for name, marker in params.items():
             v = n.attrs["value"]
-            if v.dtype.kind == "f" and v == np.asarray(marker, v.dtype):
+            if is_float(v.dtype) and v == np.asarray(marker, v.dtype):
                 out[n] = name
     return out
 
@@ -265,22 +310,25 @@ def _bound_to(env, v):
 
 
 @functools.lru_cache(maxsize=None)
-def _loose(pattern, rank):
+def _loose(pattern, rank, variant):
     """(template root, its matcher, its sum's terms or None) of `pattern` at `rank`."""
-    t = pattern.ref.template(rank)
+    t = pattern.ref.template(rank, variant)
     p = t.outputs[pattern.out]
     return p, Matcher(False, variables(t, pattern.ref.params)), terms(p) if is_sum(p) else None
 
 
 def match(pattern, u, stop, uterms=None, ranks=None):
-    """(bound inputs {name: user value}, params {name: value}, leftover terms) when `pattern`
-    matches exactly at user value `u`, else None. `uterms`: terms(u, stop), if known; `ranks`:
-    the template ranks to try (default: all, in order)."""
+    """(bound inputs {name: user value}, params {name: value}, leftover terms, the formula's
+    compute_dtype) when `pattern` matches exactly at user value `u`, else None. `uterms`:
+    terms(u, stop), if known; `ranks`: the (rank, variant) templates to try (default: every
+    rank at every variant, in order)."""
     ref = pattern.ref
-    for rank in ref.ranks if ranks is None else ranks:
-        if ref.template(rank) is None:
+    tried = ranks if ranks is not None else [
+        (r, v) for r in ref.ranks for v in ref.variants()]
+    for rank, variant in tried:
+        if ref.template(rank, variant) is None:
             continue
-        p, loose, pterms = _loose(pattern, rank)
+        p, loose, pterms = _loose(pattern, rank, variant)
         if signature(p) != signature(u):
             continue
         got = loose.root(p, u, stop, pterms, uterms)
@@ -293,11 +341,11 @@ def match(pattern, u, stop, uterms=None, ranks=None):
         if len(params) != len(ref.params):
             continue
         if ref.derive is not None:
-            more = ref.derive(ref.template(rank), functools.partial(_bound_to, env))
+            more = ref.derive(ref.template(rank, variant), functools.partial(_bound_to, env))
             if more is None:
                 continue
             params = {**params, **more}
-        types = ref.types(bound)
+        types = ref.types(bound, variant)
         if types is None:
             continue
         g = ref.graph(types, tuple(sorted(params.items())))
@@ -306,5 +354,5 @@ def match(pattern, u, stop, uterms=None, ranks=None):
             continue
         env, rest = exact
         bound = {n: env[("in", i)] for i, n in enumerate(ref.inputs) if ("in", i) in env}
-        return bound, params, rest
+        return bound, params, rest, compute_dtype(g)
     return None

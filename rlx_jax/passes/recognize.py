@@ -26,8 +26,8 @@ from ..ir.reference import gather_dimension_numbers
 from ..ir.rewrite import dce, rewrite
 from .decompose import DECOMPS
 from .pattern_index import Index
-from .pattern_table import PATTERNS
-from .patterns import match, signature, terms
+from .pattern_table import PATTERNS, emit
+from .patterns import F32, is_float, match, signature, terms
 from ..numpy_rules import with_own_numpy_rules
 from .recognize_optim import recognize_optimizers
 from .recognize_rnn import recognize_rnn
@@ -60,19 +60,36 @@ SUM = (K.Binary, "add")
 
 
 def _present(graph):
-    """The (kind, fn) pairs of the graph's nodes, each also as (kind, None)."""
-    out = set()
+    """The (kind, fn) pairs of the graph's nodes, each also as (kind, None), and the dtypes
+    of its values."""
+    out, dtypes = set(), set()
     for n in graph.walk():
         out.update(((n.kind, n.attrs.get("fn")), (n.kind, None)))
-    return out
+        dtypes.update(v.dtype for v in n.outputs)
+    return out, dtypes
+
+
+def _variants(ref, dtypes):
+    """The dtype variants of ref's templates (patterns.VARIANTS) whose dtypes the graph has
+    (float64 served by the float32 templates)."""
+    dtypes = dtypes | ({F32} if np.dtype(np.float64) in dtypes else set())
+    return [v for v in ref.variants() if set(v) <= dtypes]
+
+
+def _at(b, v, dtype):
+    """v cast to dtype when both are floats of different dtypes (one Cast per value)."""
+    if dtype is None or v.dtype == dtype or not is_float(v.dtype):
+        return v
+    return emit(b, K.Cast, (v,), {"dtype": dtype})
 
 
 def recognize_patterns(graph, table=PATTERNS):
     """Replaces every exact match of a generated pattern (passes/patterns.py) by its kind;
     each node is offered only the patterns whose two top levels it has (pattern_index.py)."""
-    present = _present(graph)
-    index = Index([(p, rank) for p in table if p.ref.trigger <= present
-                   for rank in p.ref.ranks if p.ref.template(rank) is not None])
+    present, dtypes = _present(graph)
+    index = Index([(p, (rank, v)) for p in table if p.ref.trigger <= present
+                   for rank in p.ref.ranks for v in _variants(p.ref, dtypes)
+                   if p.ref.template(rank, v) is not None])
     if not index:          # (a template is None when, e.g., its library is not installed)
         return graph
     fired = set()
@@ -86,10 +103,14 @@ def recognize_patterns(graph, table=PATTERNS):
             got = match(p, n.out, fired, uterms, ranks)
             if got is None:
                 continue
-            bound, params, rest = got
-            out = p.replace(b, {k: b.value_of(v) for k, v in bound.items()}, params, n.out)
+            bound, params, rest, compute = got
+            # the kind computes at the formula's widest dtype (a 16-bit formula's statistics
+            # are float32): float operands cast to it, the result cast to the root's dtype
+            ops = {k: _at(b, b.value_of(v), compute) for k, v in bound.items()}
+            out = p.replace(b, ops, params, n.out)
             if out is None:
                 continue
+            out = _at(b, out, n.out.dtype)
             for t in reversed(rest):
                 out = b.binary("add", b.value_of(t), out)
             fired.add(n)
