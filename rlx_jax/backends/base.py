@@ -193,12 +193,12 @@ def unregister_backend(name):
     _BACKENDS.pop(name)
 
 
-def all_backends():
+def all_backends() -> dict[str, Backend]:
     """{name: backend} of every registered backend (available here or not)."""
     return dict(_BACKENDS)
 
 
-def available_backends():
+def available_backends() -> list[str]:
     """Names of the backends that can run on this machine, in `backend="auto"` order."""
     backends = all_backends()
     return [n for n in AUTO_ORDER if n in backends and backends[n].available()]

@@ -8,6 +8,8 @@ HostPrimitive node unless it is refused (no_rule). `translate` emits a jaxpr int
 Builder (for rules and decompositions written as jnp functions).
 """
 import os
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -308,7 +310,8 @@ def graph_from_jaxpr(closed_jaxpr, name="main", host=True):
     return dce(t.b.graph).verify()
 
 
-def trace(fun, *args, static_argnums=(), **kwargs):
+def trace(fun: Callable[..., Any], *args: Any, static_argnums: int | Sequence[int] = (),
+          **kwargs: Any) -> Graph:
     """Traces `fun(*args, **kwargs)` and returns its RLX IR Graph (inputs: flattened leaves)."""
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
