@@ -41,12 +41,25 @@ def int4_linear(x, q, scale, zero, shift=4, low_first=True):
     return x @ ((w - zero[:, None, :]) * scale[:, None, :]).reshape(2 * k2, n)
 
 
+def int4_u32_linear(x, q, scale, zero, mask=0xF):
+    """Eight nibbles per uint32 word along K, the lowest first."""
+    k8, n = q.shape
+    g = 8 * k8 // scale.shape[0]
+    shifts = jnp.arange(8, dtype=jnp.uint32) * 4
+    w = ((q[:, None, :] >> shifts[None, :, None]) & mask).reshape(8 * k8, n).astype(x.dtype)
+    return x @ ((w.reshape(-1, g, n) - zero[:, None, :]) * scale[:, None, :]).reshape(8 * k8, n)
+
+
+WORDS = np.ascontiguousarray(Q4.reshape(K // 8, 4, N).transpose(0, 2, 1)).view("<u4")[..., 0]
+
+
 def grad_x(fn):
     """jax.grad w.r.t. x of a loss through the layer."""
     return jax.grad(lambda x, *weights: jnp.sum(jnp.tanh(fn(x, *weights)) ** 2))
 
 
 PRIMS_INT4 = {"Binary": 4, "Cast": 1, "Concat": 1, "DotGeneral": 1, "Expand": 2, "Reshape": 5}
+PRIMS_U32 = {"Binary": 5, "Cast": 1, "DotGeneral": 1, "Expand": 4, "Iota": 1, "Reshape": 3}
 GRAD = {"Activation": 1, "Binary": 6, "DequantMatMul": 2, "Expand": 1}   # forward, x @ wᵀ
 FORMS = {      # form -> (function, arguments, the op counts recognition leaves)
     "int8": (int8_linear, (X, Q8, S8), {"DequantMatMul": 1}),
@@ -58,6 +71,8 @@ FORMS = {      # form -> (function, arguments, the op counts recognition leaves)
     "int4_g128": (int4_linear, (X[0], Q4, *groups(128)), {"DequantMatMul": 1}),
     "int8_grad": (grad_x(int8_linear), (X, Q8, S8), GRAD),
     "int4_grad": (grad_x(int4_linear), (X, Q4, *groups(64)), GRAD),
+    "int4_u32": (int4_u32_linear, (X, WORDS, *groups(32)), {"DequantMatMul": 1}),
+    "int4_u32_grad": (grad_x(int4_u32_linear), (X, WORDS, *groups(32)), GRAD),
     # near misses: a scale per input row, an unsigned int8 weight, another shift, the nibbles
     # high first, a group size MLX has no kernel for (16)
     "int8_scale_on_k": (lambda x, q, s: x @ (q.astype(x.dtype) * s[:, None]),
@@ -70,6 +85,8 @@ FORMS = {      # form -> (function, arguments, the op counts recognition leaves)
     "int4_high_first": (lambda x, q, s, z: int4_linear(x, q, s, z, low_first=False),
                         (X, Q4, *groups(32)), PRIMS_INT4),
     "int4_g16": (int4_linear, (X, Q4, *groups(16)), PRIMS_INT4),
+    "int4_u32_mask7": (lambda x, q, s, z: int4_u32_linear(x, q, s, z, mask=7),
+                       (X, WORDS, *groups(32)), PRIMS_U32),
 }
 
 
@@ -229,3 +246,27 @@ def test_gradient_wrt_x(form, backend):
     consts = [jnp.asarray(w) for w in weights]
     rlx_jax.testing.check_grads(lambda x: jnp.sum(jnp.tanh(fn(x, *consts)) ** 2), (x[:1, :2],),
                                 backend=backend)
+
+
+@pytest.mark.host("a uint32 weight passed as an argument: Core ML computes integers in int32 "
+                  "only, its DequantMatMul runs on the host", backends=("coreml",))
+def test_int4_u32_words(backend):
+    """int4 eight per uint32: equal to jax.jit with the words as arguments (MLX: re-packed as
+    they are, qᵀ; Core ML: the node on the host) and as constants (recognised as the same
+    nibbles in bytes, int4_u8: MLX one quantized_matmul, Core ML iOS18 its constexpr)."""
+    fn, args, _ = FORMS["int4_u32"]
+    options = {"minimum_deployment_target": "iOS18"} if backend == "coreml" else {}
+    for f, a, packing in ((fn, args, "int4_u32"), _closed("int4_u32") + ("int4_u8",)):
+        jf = rlx_jax.jit(f, backend=backend, **options)
+        low = jf.lower(*a)
+        if backend != "xla":
+            assert low.op_counts() == {"DequantMatMul": 1}
+            assert f"packing={packing}" in low.as_text()
+        if backend == "mlx":
+            assert low.op_counts("backend")["QuantizedMatmul"] == 1
+        if backend == "coreml":
+            hosted = [n.kind.name for n, _ in low.placement().host_ops()]
+            assert hosted == (["DequantMatMul"] if packing == "int4_u32" else [])
+            if packing == "int4_u8":
+                assert low.op_counts("backend") == COREML_IOS18
+        np.testing.assert_allclose(np.asarray(jf(*a)), jax.jit(f)(*a), rtol=1e-4, atol=1e-4)

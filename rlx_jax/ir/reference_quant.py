@@ -15,6 +15,12 @@ nibble first (q[i] = w[2i] | w[2i+1] << 4); scale and zero [K/G, N], one per gro
 
     w = stack([q & 0xF, q >> 4], axis=1).reshape(K, N).astype(x.dtype)
     x @ ((w.reshape(K/G, G, N) - zero[:, None]) * scale[:, None]).reshape(K, N)
+
+packing "int4_u32" (bits 4, group_size G): q uint32 [K/8, N], eight nibbles per word along K, the
+lowest first (w[8i + j] = q[i] >> 4j & 0xF), scale and zero as for int4_u8,
+
+    w = ((q[:, None, :] >> jnp.arange(8, dtype=uint32)[None, :, None] * 4) & 0xF)
+        .reshape(K, N).astype(x.dtype)
 """
 import jax.numpy as jnp
 import numpy as np
@@ -22,13 +28,24 @@ from jax import lax
 
 from .ops import OpKind as K
 
-PACKINGS = {"int8_per_channel": 8, "int4_u8": 4}       # packing -> bits
+PACKINGS = {"int8_per_channel": 8, "int4_u8": 4, "int4_u32": 4}       # packing -> bits
+PER_WORD = {"int8_per_channel": 1, "int4_u8": 2, "int4_u32": 8}     # values of K per element of q
 
 
 def unpack_int4_u8(q):
     """uint8 [K/2, N] -> uint8 [K, N], the low nibble of each byte first."""
     k2, n = q.shape
     return jnp.stack([q & 0xF, q >> 4], axis=1).reshape(2 * k2, n)
+
+
+def unpack_int4_u32(q):
+    """uint32 [K/8, N] -> uint32 [K, N], the lowest nibble of each word first."""
+    k8, n = q.shape
+    shifts = jnp.arange(8, dtype=jnp.uint32) * 4
+    return ((q[:, None, :] >> shifts[None, :, None]) & 0xF).reshape(8 * k8, n)
+
+
+UNPACK = {"int4_u8": unpack_int4_u8, "int4_u32": unpack_int4_u32}
 
 
 def unpack_int4_int32(q):
@@ -40,12 +57,12 @@ def unpack_int4_int32(q):
     return jnp.stack([q - hi * 16, hi], axis=1).reshape(2 * k2, n)
 
 
-def dequantize(q, scale, *zero, dtype, packing, group_size, unpack=unpack_int4_u8):
+def dequantize(q, scale, *zero, dtype, packing, group_size, unpack=None):
     """The float [K, N] weight of a DequantMatMul's q, scale (and zero) in `dtype`; `unpack`
-    the int4 nibbles (the same values either way)."""
+    the int4 nibbles if not UNPACK's (the same values either way)."""
     if packing == "int8_per_channel":
         return q.astype(dtype) * scale
-    w = unpack(q).astype(dtype)
+    w = (unpack or UNPACK[packing])(q).astype(dtype)
     k, n = w.shape
     w = (w.reshape(k // group_size, group_size, n) - zero[0][:, None, :]) * scale[:, None, :]
     return w.reshape(k, n)
@@ -60,8 +77,7 @@ def constant_weights(node):
     return None
 
 
-def dequant_matmul(x, q, scale, *zero, packing, bits, group_size, transpose,
-                   unpack=unpack_int4_u8):
+def dequant_matmul(x, q, scale, *zero, packing, bits, group_size, transpose, unpack=None):
     """DequantMatMul (module docstring): x @ w (x @ wᵀ with transpose), w = dequantize(q,
     scale, zero)."""
     w = dequantize(q, scale, *zero, dtype=x.dtype, packing=packing, group_size=group_size,

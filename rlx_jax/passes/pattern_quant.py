@@ -7,32 +7,37 @@ replacements that check each packing's types; pattern_table.py appends QUANT_PAT
                             x @ ((w.reshape(K/G, G, N) - zero[:, None]) * scale[:, None])
                                 .reshape(K, N)                     q uint8 [K/2, N],
                                                                    scale, zero [K/G, N]
+  int4, eight a word        w = ((q[:, None] >> arange(8, dtype=uint32)[None, :, None] * 4)
+                                 & 0xF).reshape(K, N).astype(x.dtype), then as above
+                                                                   q uint32 [K/8, N]
 
-The group size G is read off the shapes (K / scale.shape[0]) and must be one of GROUP_SIZES
-(those MLX's quantized_matmul takes); x may have any leading axes. A formula that differs (another
-shift or mask, the nibbles in the other order, a scale broadcast along another axis, an
-unsigned int8 weight, a scale of another dtype than x) is left alone.
+Each forward alone, and the gradient w.r.t. x of the joint forward and `jax.vjp` (x @ wᵀ, a
+transposed DequantMatMul). The group size G is read off the shapes (K / scale.shape[0]) and must
+be one of GROUP_SIZES (those MLX's quantized_matmul takes); x may have any leading axes. A
+constant uint32 weight becomes int4_u8's bytes (the same nibbles; Core ML has no uint32). A
+formula that differs (another shift or mask, the nibbles in the other order, a scale broadcast
+along another axis, an unsigned int8 weight, a scale of another dtype than x) is left alone.
 """
 import jax
 import numpy as np
 
 from ..ir.ops import OpKind as K
-from ..ir.reference_quant import PACKINGS, dequantize
+from ..ir.reference_quant import PACKINGS, PER_WORD, dequantize
 from .pattern_refs import F32, LEAD
 from .patterns import Pattern, Reference
 
 GROUP_SIZES = (32, 64, 128)
+Q_DTYPES = {"int8_per_channel": np.int8, "int4_u8": np.uint8, "int4_u32": np.uint32}
 
 
-def _int8(x, q, scale):
-    return (x @ dequantize(q, scale, dtype=x.dtype, packing="int8_per_channel",
-                           group_size=q.shape[0]),)
-
-
-def _int4(x, q, scale, zero):
-    group = 2 * q.shape[0] // scale.shape[0]
-    return (x @ dequantize(q, scale, zero, dtype=x.dtype, packing="int4_u8",
-                           group_size=group),)
+def _layer(packing):
+    """The formula as a function of x, q, scale (, zero) returning (y,)."""
+    def layer(x, q, scale, *zero):
+        k = PER_WORD[packing] * q.shape[0]
+        group = k if packing == "int8_per_channel" else k // scale.shape[0]
+        return (x @ dequantize(q, scale, *zero, dtype=x.dtype, packing=packing,
+                               group_size=group),)
+    return layer
 
 
 def _vjp(fn):
@@ -47,27 +52,28 @@ def _vjp(fn):
 def _example(packing):
     def example(rank):
         x, dy = (LEAD[:rank - 1] + (8,), F32), (LEAD[:rank - 1] + (6,), F32)
+        q = ((8 // PER_WORD[packing], 6), Q_DTYPES[packing])
         if packing == "int8_per_channel":
-            return {"x": x, "q": ((8, 6), np.int8), "scale": ((6,), F32), "dy": dy}
-        return {"x": x, "q": ((4, 6), np.uint8), "scale": ((2, 6), F32),
-                "zero": ((2, 6), F32), "dy": dy}
+            return {"x": x, "q": q, "scale": ((6,), F32), "dy": dy}
+        return {"x": x, "q": q, "scale": ((2, 6), F32), "zero": ((2, 6), F32), "dy": dy}
     return example
 
 
-def _x_of_dy(bound):
-    """x's type from the cotangent's and q's (the gradient reads no x)."""
-    if "dy" not in bound or "q" not in bound:
-        return None
-    (lead, dt), k = bound["dy"], bound["q"][0][0] * (2 if bound["q"][1] == np.uint8 else 1)
-    return {"x": (tuple(lead[:-1]) + (k,), dt), **bound}
+def _x_of_dy(packing):
+    def fill(bound):
+        """x's type from the cotangent's and q's (the gradient reads no x)."""
+        if "dy" not in bound or "q" not in bound:
+            return None
+        (lead, dt), k = bound["dy"], bound["q"][0][0] * PER_WORD[packing]
+        return {"x": (tuple(lead[:-1]) + (k,), dt), **bound}
+    return fill
 
 
-INT8 = Reference("DequantMatMul int8 per channel: x @ (q.astype(x.dtype) * scale)", _int8,
-                 ("x", "q", "scale"), _example("int8_per_channel"), ranks=(2, 3),
-                 trigger={(K.Cast, None), (K.DotGeneral, None)})
-INT4 = Reference("DequantMatMul int4 two nibbles per uint8, (w - zero) * scale per group",
-                 _int4, ("x", "q", "scale", "zero"), _example("int4_u8"), ranks=(2, 3),
-                 trigger={(K.Binary, "shift_right_logical"), (K.DotGeneral, None)})
+def words_as_bytes(q):
+    """A constant int4_u32 weight [K/8, N] as int4_u8's [K/2, N] (the same nibbles: byte i of
+    a word holds nibbles 2i and 2i + 1, the low one first, as int4_u8's bytes do)."""
+    k8, n = q.shape
+    return np.ascontiguousarray(q.astype("<u4").T).view(np.uint8).reshape(n, 4 * k8).T.copy()
 
 
 def _replace(packing, transpose=False):
@@ -76,32 +82,42 @@ def _replace(packing, transpose=False):
     def replace(b, o, p, root):
         x, q, scale = o["dy" if transpose else "x"], o["q"], o["scale"]
         floats = [o[n] for n in ("scale", "zero") if n in o]
-        if x.dtype.kind != "f" or any(v.dtype != x.dtype for v in floats) or q.ndim != 2:
+        if x.dtype.kind != "f" or any(v.dtype != x.dtype for v in floats) or q.ndim != 2 or \
+                q.dtype != Q_DTYPES[packing]:
             return None
+        k = PER_WORD[packing] * q.shape[0]
         if packing == "int8_per_channel":
-            group = q.shape[0]
-            ok = q.dtype == np.int8 and scale.shape == q.shape[1:]
+            group, ok = k, scale.shape == q.shape[1:]
         else:
-            group = 2 * q.shape[0] // max(scale.shape[0], 1)
-            ok = q.dtype == np.uint8 and group in GROUP_SIZES and \
-                scale.shape == o["zero"].shape == (2 * q.shape[0] // group, q.shape[1])
-        k = group * (1 if scale.ndim == 1 else scale.shape[0])
+            group = k // max(scale.shape[0], 1)
+            ok = group in GROUP_SIZES and scale.shape == o["zero"].shape == (k // group,
+                                                                             q.shape[1])
         if not ok or x.shape[-1] != (q.shape[1] if transpose else k):
             return None
+        kind = packing
+        if packing == "int4_u32" and q.node.kind is K.Constant:
+            kind, q = "int4_u8", b.const(words_as_bytes(q.node.attrs["value"]))
         return b.add(K.DequantMatMul, (x, q, *floats), {
-            "packing": packing, "bits": PACKINGS[packing], "group_size": group,
+            "packing": kind, "bits": PACKINGS[kind], "group_size": group,
             "transpose": transpose})
     return replace
 
 
-INT8_VJP = Reference("DequantMatMul int8 per channel, joint forward and gradient w.r.t. x",
-                     _vjp(_int8), ("x", "q", "scale", "dy"), _example("int8_per_channel"),
-                     fill=_x_of_dy, ranks=(2, 3), trigger=INT8.trigger)
-INT4_VJP = Reference("DequantMatMul int4 nibbles per uint8, joint forward and gradient w.r.t. x",
-                     _vjp(_int4), ("x", "q", "scale", "zero", "dy"), _example("int4_u8"),
-                     fill=_x_of_dy, ranks=(2, 3), trigger=INT4.trigger)
+def _patterns(packing, description, trigger):
+    names = ("x", "q", "scale") + (() if packing == "int8_per_channel" else ("zero",))
+    fwd = Reference(f"DequantMatMul {description}", _layer(packing), names, _example(packing),
+                    ranks=(2, 3), trigger=trigger)
+    vjp = Reference(f"DequantMatMul {description}, joint forward and gradient w.r.t. x",
+                    _vjp(_layer(packing)), names + ("dy",), _example(packing),
+                    fill=_x_of_dy(packing), ranks=(2, 3), trigger=trigger)
+    return [Pattern(fwd, 0, _replace(packing)), Pattern(vjp, 1, _replace(packing, True))]
 
-QUANT_PATTERNS = [Pattern(INT8, 0, _replace("int8_per_channel")),
-                  Pattern(INT4, 0, _replace("int4_u8")),
-                  Pattern(INT8_VJP, 1, _replace("int8_per_channel", transpose=True)),
-                  Pattern(INT4_VJP, 1, _replace("int4_u8", transpose=True))]
+
+_SHIFT = {(K.Binary, "shift_right_logical"), (K.DotGeneral, None)}
+QUANT_PATTERNS = [
+    *_patterns("int8_per_channel", "int8 per channel: x @ (q.astype(x.dtype) * scale)",
+               {(K.Cast, None), (K.DotGeneral, None)}),
+    *_patterns("int4_u8", "int4 two nibbles per uint8, (w - zero) * scale per group", _SHIFT),
+    *_patterns("int4_u32", "int4 eight nibbles per uint32, (w - zero) * scale per group",
+               _SHIFT),
+]

@@ -9,6 +9,8 @@ group sizes 32, 64, 128 (bits 4 and 8 used here). The re-packing:
   int4_u8           q uint8 [K/2, N] holds w[2i] | w[2i+1] << 4, so the rows of qᵀ [N, K/2] are
                     already MLX's words, byte by byte (little-endian): w = qᵀ viewed as uint32;
                     scales = scaleᵀ, biases = −(scale·zero)ᵀ
+  int4_u32          q uint32 [K/8, N] holds the nibbles of K lowest first, as MLX's words do:
+                    w = qᵀ; scales and biases as for int4_u8
   int8_per_channel  w = (q viewed as uint8) xor 0x80 = q + 128, qᵀ viewed as uint32; scales =
                     scale repeated over K/G groups (G: the largest size of 32, 64, 128 dividing
                     K), biases = −128·scales
@@ -36,14 +38,14 @@ GROUP_SIZES = (128, 64, 32)
 def mlx_group(node):
     """The MLX group size of a DequantMatMul: int4's own; for an int8 per-channel weight of K
     rows the largest of GROUP_SIZES dividing K (None: none does)."""
-    if node.attrs["packing"] == "int4_u8":
+    if node.attrs["packing"] != "int8_per_channel":
         return node.attrs["group_size"]
     return next((g for g in GROUP_SIZES if node.inputs[1].shape[0] % g == 0), None)
 
 
 def pack_numpy(packing, q, scale, *zero, group):
     """(w, scales, biases) in MLX's layout, from NumPy arrays (module docstring)."""
-    if packing == "int4_u8":
+    if packing != "int8_per_channel":
         w = np.ascontiguousarray(q.T).view(np.uint32)
         return w, np.ascontiguousarray(scale.T), np.ascontiguousarray(-(scale * zero[0]).T)
     w = np.ascontiguousarray((q.view(np.uint8) ^ np.uint8(0x80)).T).view(np.uint32)
@@ -53,7 +55,7 @@ def pack_numpy(packing, q, scale, *zero, group):
 
 def pack_mx(packing, q, scale, *zero, group):
     """pack_numpy's arrays computed by MLX ops (for weights that are arguments)."""
-    if packing == "int4_u8":
+    if packing != "int8_per_channel":
         w = mx.contiguous(q.T).view(mx.uint32)
         return w, mx.contiguous(scale.T), mx.contiguous(-(scale * zero[0]).T)
     w = mx.contiguous(mx.bitwise_xor(q.view(mx.uint8), mx.array(0x80, mx.uint8)).T)

@@ -6,20 +6,22 @@ quantized in the package and de-quantizes it at load or run time): output = scal
 offset) per block, block sizes data.shape / scale.shape, computed in the scale's dtype, which is
 the formula's (w − zero)·scale and q·scale operation for operation:
 
-  int4_u8           data uint4 [K, N] (the nibbles, low first), scale and offset (zero) [K/G, N]
+  int4_u8, int4_u32 data uint4 [K, N] (the nibbles, low first), scale and offset (zero) [K/G, N]
   int8_per_channel  data int8 [K, N], scale [1, N], no offset
 
-then one matmul (transpose_y for a transposed DequantMatMul). Otherwise (weights that are arguments, or an earlier target) the formula is
-composed: int4 nibbles unpacked as hi = floor_div(q, 16), lo = q − 16·hi (MIL has no bitwise
-ops; the bytes are int32 in the program), stack, reshape, cast, sub, mul, reshape and matmul;
-int8 cast, mul and matmul.
+then one matmul (transpose_y for a transposed DequantMatMul). Otherwise (weights that are
+arguments, or an earlier target) the formula is composed: int4 nibbles unpacked as
+hi = floor_div(q, 16), lo = q − 16·hi (MIL has no bitwise ops; the bytes are int32 in the
+program), stack, reshape, cast, sub, mul, reshape and matmul; int8 cast, mul and matmul. A
+uint32 weight that is not a constant (int4_u32; recognition turns constant ones into bytes) is
+refused: Core ML computes integers in int32 only, so the node runs on the host.
 """
 import numpy as np
 
 from ....ir.ops import OpKind as K
-from ....ir.reference_quant import constant_weights, unpack_int4_u8
+from ....ir.reference_quant import UNPACK, constant_weights
 from .nn_attn import SDPA_FIRST_OPSET
-from .table import mil_rule
+from .table import mil_rule, refuse
 
 BLOCKWISE_FIRST_OPSET = SDPA_FIRST_OPSET        # ct.target.iOS18 / macOS15
 
@@ -27,13 +29,16 @@ BLOCKWISE_FIRST_OPSET = SDPA_FIRST_OPSET        # ct.target.iOS18 / macOS15
 def _constexpr_weight(ctx, node, values):
     from coremltools.converters.mil.mil import types
     q, scale, *zero = values
-    if node.attrs["packing"] == "int4_u8":
-        data = np.asarray(unpack_int4_u8(q)).astype(types.np_uint4_dtype)
+    if node.attrs["packing"] in UNPACK:
+        data = np.asarray(UNPACK[node.attrs["packing"]](q)).astype(types.np_uint4_dtype)
         return ctx.mb.constexpr_blockwise_shift_scale(data=data, scale=scale, offset=zero[0])
     return ctx.mb.constexpr_blockwise_shift_scale(data=q, scale=scale[None, :])
 
 
 def _composed_weight(ctx, node, q, scale, *zero):
+    if node.attrs["packing"] == "int4_u32":
+        refuse(node, "its weight is uint32 words (Core ML computes integers in int32 only)",
+               "pass the weight as uint8 bytes (int4_u8) or close over it (a constant)")
     mb = ctx.mb
     dt = ctx.np_dtype(scale)
     dtype = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32"}[dt]
