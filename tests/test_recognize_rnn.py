@@ -1,7 +1,8 @@
-"""flax's LSTMCell under a scan recognised as one Lstm node (passes/recognize_rnn.py): the forms
-that become Lstm and the near misses that stay a Scan (exact op counts), a classifier's forward
-on every backend against jax.jit (one MIL `lstm` op on Core ML with the weights closed over),
-its gradient against jax.grad, and the MIL executor's lstm against the kind's reference."""
+"""flax's recurrent cells under a scan recognised as one node (passes/recognize_rnn.py): LSTMCell
+as Lstm, GRUCell as Gru, SimpleCell as Rnn; the forms that become the kind and the near misses
+that stay a Scan (exact op counts), a classifier's forward on every backend against jax.jit
+(one MIL lstm / gru / rnn op on Core ML with the weights closed over), its gradient against
+jax.grad, and the MIL executor's recurrent ops against the kinds' references."""
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -9,13 +10,14 @@ import numpy as np
 import pytest
 
 import rlx_jax
-from rlx_jax.ir.reference_rnn import lstm
+from rlx_jax.ir.reference_rnn import gru, lstm, rnn
 from rlx_jax.passes.recognize import recognize
 
 B, T, I, H, C = 2, 6, 5, 8, 3
 R = np.random.RandomState(0)
 X = R.randn(B, T, I).astype(np.float32)
 LABELS = np.array([0, 2], np.int32)
+LENGTHS = np.array([3, T], np.int32)
 
 
 class Classifier(nn.Module):
@@ -69,7 +71,21 @@ FORMS = {              # form -> (function, arguments, is the Scan replaced by o
                        (nn.RNN(nn.LSTMCell(H)).init(jax.random.PRNGKey(0), X), X), True),
     "nn_scan": (ScanLstm().apply, (ScanLstm().init(jax.random.PRNGKey(0), XT), XT), True),
     "lax_scan": (lambda x: _lax_scan_over_cell(x, CELL_PARAMS), (XT,), True),
-    # near misses: another activation, another gate function, the GRU cell
+    "gru": (Classifier(nn.GRUCell(H)).apply, (_params(Classifier(nn.GRUCell(H))), X), True),
+    "simple": (Classifier(nn.SimpleCell(H)).apply, (_params(Classifier(nn.SimpleCell(H))), X),
+               True),
+    "nn_rnn_seq_lengths": (lambda p, x: nn.RNN(nn.LSTMCell(H)).apply(p, x,
+                                                                      seq_lengths=LENGTHS),
+                           (nn.RNN(nn.LSTMCell(H)).init(jax.random.PRNGKey(0), X), X), True),
+    # MGUCell: the GRU formula with one gate as reset and update (a Gru, r and z blocks equal)
+    "mgu": (Classifier(nn.MGUCell(H)).apply, (_params(Classifier(nn.MGUCell(H))), X), True),
+    # near misses: another activation, another gate function, a residual SimpleCell
+    "optimized_lstm": (Classifier(nn.OptimizedLSTMCell(H)).apply,
+                       (_params(Classifier(nn.OptimizedLSTMCell(H))), X), False),
+    "gru_relu": (Classifier(nn.GRUCell(H, activation_fn=nn.relu)).apply,
+                 (_params(Classifier(nn.GRUCell(H))), X), False),
+    "simple_residual": (Classifier(nn.SimpleCell(H, residual=True)).apply,
+                        (_params(Classifier(nn.SimpleCell(H))), X), False),
     "relu_cell": (Classifier(nn.LSTMCell(H, activation_fn=nn.relu)).apply,
                   (_params(Classifier(nn.LSTMCell(H))), X), False),
     "hard_sigmoid_gates": (Classifier(nn.LSTMCell(H, gate_fn=nn.hard_sigmoid)).apply,
@@ -83,9 +99,9 @@ def test_forms_and_near_misses(form):
     counts = _counts(fn, *args)
     plain = recognize(rlx_jax.trace(fn, *args), patterns=False).op_counts()
     assert plain.get("Scan") == 1 and "Lstm" not in plain
+    kinds = {k: v for k, v in counts.items() if k in ("Lstm", "Gru", "Rnn")}
     if replaced:
-        assert counts.get("Lstm") == 1 and "Scan" not in counts, counts
-        assert counts.get("Concat", 0) - plain.get("Concat", 0) == 3     # the weight layout
+        assert list(kinds.values()) == [1] and "Scan" not in counts, counts
     else:
         assert counts == plain, counts
 
@@ -121,6 +137,43 @@ def test_classifier_weights_as_arguments(backend):
         assert "lstm" not in mil and mil.get("while_loop") == 1, mil
     np.testing.assert_allclose(jf(PARAMS, X), jax.jit(MODEL.apply)(PARAMS, X), rtol=1e-5,
                                atol=1e-5)
+
+
+def _random_biases(params, seed, zero_hn=False):
+    """`params` with every bias random (flax initialises them to zeros); the GRU's h-side
+    candidate bias `hn` kept zero with zero_hn."""
+    r = np.random.RandomState(seed)
+
+    def leaf(path, a):
+        names = [getattr(k, "key", "") for k in path]
+        if names[-1] != "bias" or (zero_hn and "hn" in names):
+            return a
+        return r.uniform(-0.5, 0.5, a.shape).astype(np.float32)
+    return jax.tree_util.tree_map_with_path(leaf, params)
+
+
+CELLS = {      # name -> (cell, the kind, the MIL op: one, where the weights are constants)
+    "gru": (nn.GRUCell(H), "Gru", "gru"),
+    "gru_hn_bias": (nn.GRUCell(H), "Gru", None),       # MIL's gru adds b_hn outside r·(...)
+    "simple": (nn.SimpleCell(H), "Rnn", "rnn"),
+    "mgu": (nn.MGUCell(H), "Gru", None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_gru_and_simple_cell_forward_equal_jax(name, backend):
+    cell, kind, mil_op = CELLS[name]
+    model = Classifier(cell)
+    params = _random_biases(_params(model), 3, zero_hn=name == "gru")
+    fn = jax.jit(lambda x: model.apply(params, x))
+    jf = rlx_jax.jit(lambda x: model.apply(params, x), backend=backend)
+    lowered = jf.lower(X)
+    assert (lowered.op_counts().get(kind) == 1) == (backend != "xla"), lowered.op_counts()
+    if backend == "coreml":
+        mil = lowered.op_counts(level="backend")
+        want = {mil_op: 1} if mil_op else {"while_loop": 1}
+        assert {k: mil.get(k) for k in want} == want and ("while_loop" in mil) != bool(mil_op)
+    np.testing.assert_allclose(jf(X), fn(X), rtol=1e-5, atol=1e-5)
 
 
 def _loss(params, x, labels):
@@ -165,3 +218,24 @@ def test_mil_executor_lstm_equals_reference():
     with pytest.raises(LoweringError, match="hard_sigmoid"):
         OVERRIDES["lstm"](x=args[0], initial_c=args[1], initial_h=args[2], weight_ih=args[3],
                           weight_hh=args[4], recurrent_activation="hard_sigmoid")
+
+
+def test_mil_executor_gru_and_rnn_equal_reference():
+    """The executor's MIL gru (gate rows r, o, z; o's bias outside the reset product) against
+    the Gru reference with b_hn = 0, and its rnn against the Rnn reference."""
+    from rlx_jax.backends.coreml.executor.ops import OVERRIDES
+    r = np.random.RandomState(2)
+    f = lambda *shape: (r.randn(*shape) * 0.4).astype(np.float32)     # noqa: E731
+    x, h = f(T, B, I), f(B, H)
+    w_ih, w_hh, b = f(3 * H, I), f(3 * H, H), f(3 * H)
+    hs, h_t = gru(x, h, w_ih, w_hh, b, np.zeros(H, np.float32))
+    got = OVERRIDES["gru"](x=x, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=b,
+                           output_sequence=True)
+    for g, w in zip(got, (hs, h_t)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    w_ih, w_hh, b = f(H, I), f(H, H), f(H)
+    hs, h_t = rnn(x, h, w_ih, w_hh, b)
+    got = OVERRIDES["rnn"](x=x, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=b,
+                           output_sequence=True)
+    for g, w in zip(got, (hs, h_t)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

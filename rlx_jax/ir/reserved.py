@@ -72,8 +72,6 @@ RESERVED = {
     "BatchNormInferenceBackwardBeta": "`jax.grad` through BatchNormInference, recognized as "
                                       "the other norms' backward kinds are",
     "AxialRope2d": "2-D rotary embeddings of vision transformers: a Rope pattern over two axes",
-    "SoftmaxCrossEntropy": "`optax.softmax_cross_entropy` with probability labels (the integer-"
-                           "label form is SoftmaxCrossEntropyWithLogits)",
     "FusedAttentionBlock": _FUSION + " (attention with its projections)",
     "FusedTransformerLayer": _FUSION + " (a whole transformer layer)",
     "FusedSwiGLU": _FUSION + " (`silu(x @ w1) * (x @ w3)`)",
@@ -85,8 +83,6 @@ RESERVED = {
     "ScanBackward": "JAX differentiates a scan into another scan (Scan); a kind for a backend "
                     "with a native backward scan",
     "ScanBackwardXs": "as ScanBackward, for the gradient of the scanned inputs",
-    "Gru": "flax `nn.GRUCell` under `nn.scan`: a recognizer on the Scan body",
-    "Rnn": "flax `nn.SimpleCell` under `nn.scan`: a recognizer on the Scan body",
     "SelectiveScan": "Mamba's selective scan written with `lax.scan` or "
                      "`lax.associative_scan`: a recognizer on the recurrence",
     "GatedDeltaNet": "gated delta-rule linear attention written with `lax.scan`: a recognizer",

@@ -1,62 +1,115 @@
-"""Recognition of flax's recurrent cells under a scan: a Scan whose body is flax's LSTMCell step
-becomes one Lstm node (ir/reference_rnn.py).
+"""Recognition of flax's recurrent cells under a scan: a Scan whose body is one step of flax's
+LSTMCell, GRUCell or SimpleCell becomes one Lstm, Gru or Rnn node (ir/reference_rnn.py).
 
-flax's `nn.RNN(nn.LSTMCell(H))`, `nn.scan` over the cell and `lax.scan` over `cell.apply`
-all trace to a Scan (frontend/rules/control.py) whose body computes, from the carry (c, h)
-and the step's x, the new (c, h) with the cell's eight Dense layers, and yields h. The body is
-matched like a generated pattern (passes/patterns.py): the template is flax's own
-`LSTMCell.__call__` traced with `jax.make_jaxpr` and translated by the frontend (the installed
-flax's code, nothing written by hand), matched at the body's new c and new h, loosely (kinds
-and sub-operations) then exactly (re-traced at the bound shapes, every attribute and
-constant). The match must bind c and h to the carry, x to the scanned input and every kernel
-and bias to a value the body takes from outside (a scan constant), and the body must return
-exactly (new c, new h, new h). Then
+flax's `nn.RNN(cell)`, `nn.scan` over the cell and `lax.scan` over `cell.apply` all trace to a
+Scan (frontend/rules/control.py) whose body computes, from the carry ((c, h) or h) and the
+step's x, the new carry with the cell's Dense layers, and yields h. The body is matched like a
+generated pattern (passes/patterns.py): the template is the cell's own `__call__` traced with
+`jax.make_jaxpr` and translated by the frontend (the installed flax's code, nothing written by
+hand), matched at the body's new h (and new c), loosely (kinds and sub-operations) then
+exactly (re-traced at the bound shapes, every attribute and constant). The match must bind
+the carry to the Scan's carry, x to its one scanned input and every kernel and bias to a value
+the body takes from outside (a scan constant), and the body must return exactly (*new carry,
+new h). Then, e.g.
 
     Scan[length T, reverse False, num_carry 2](weights..., c0, h0, xs)
       -> Lstm(xs, c0, h0, w_ih, w_hh, b)   (outputs: hs, c_T, h_T)
 
-with w_ih, w_hh the gate kernels concatenated in MIL's gate order (i, f, o, g) and transposed,
-b the h-side biases concatenated likewise. A cell with another activation, a peephole, a
-layer norm, a scan in reverse, a body with more outputs (the residuals a forward scan keeps
+with the per-gate kernels concatenated in the kind's gate order (MIL's) and transposed, the
+biases concatenated likewise. A cell with another activation or gate function, a residual
+SimpleCell, a scan in reverse, a body with more outputs (the residuals a forward scan keeps
 for JAX's autodiff of it: the forward Scan inside `jax.grad` is one of these) is not the
 formula and stays a Scan.
 """
+import functools
+
 import numpy as np
 
 from ..ir.ops import OpKind as K
-from ..ir.reference_rnn import GATES
+from ..ir.reference_rnn import GATES, GRU_GATES
 from ..ir.rewrite import dce, rewrite
 from .patterns import Matcher, Reference
 
-FLAX_GATES = ("i", "f", "g", "o")       # flax's Dense names: i{gate} (input), h{gate} (hidden)
-_W_IN = tuple("wi" + g for g in FLAX_GATES)
-_W_H = tuple("wh" + g for g in FLAX_GATES)
-_BIAS = tuple("b" + g for g in FLAX_GATES)
-INPUTS = ("c", "h", "x") + _W_IN + _W_H + _BIAS
+
+def _flax_step(cell, carry_names, params_of):
+    """The template of one step of flax's `cell` class (its own code): fn(*carry, x,
+    *weights) -> the new carry; params_of(weights) gives the cell's params."""
+    def step(*args):
+        carry = args[:len(carry_names)]
+        x, weights = args[len(carry_names)], args[len(carry_names) + 1:]
+        h = carry[-1]
+        new, _ = cell(h.shape[-1]).apply({"params": params_of(weights)},
+                                         carry if len(carry) > 1 else carry[0], x)
+        return tuple(new) if isinstance(new, tuple) else (new,)
+    return step
 
 
-def _flax_lstm_step(c, h, x, *weights):
-    """One step of the installed flax's nn.LSTMCell (its own code): (new c, new h)."""
-    import flax.linen as nn
-    wi, wh, bias = weights[:4], weights[4:8], weights[8:]
-    params = {"i" + g: {"kernel": k} for g, k in zip(FLAX_GATES, wi)}
-    params.update({"h" + g: {"kernel": k, "bias": bb} for g, k, bb in zip(FLAX_GATES, wh, bias)})
-    (new_c, new_h), _ = nn.LSTMCell(h.shape[-1]).apply({"params": params}, (c, h), x)
-    return new_c, new_h
+def _dense(kernel, bias=None):
+    return {"kernel": kernel} if bias is None else {"kernel": kernel, "bias": bias}
 
 
-def _example(rank):
-    batch, hidden, features = (2,) * (rank - 1), 6, 5
-    state, f32 = (batch + (hidden,), np.float32), np.float32
-    out = {"c": state, "h": state, "x": (batch + (features,), f32)}
-    out.update({n: ((features, hidden), f32) for n in _W_IN})
-    out.update({n: ((hidden, hidden), f32) for n in _W_H})
-    out.update({n: ((hidden,), f32) for n in _BIAS})
+def _lstm_params(w):
+    """flax LSTMCell: ii, if, ig, io on x (no bias); hi, hf, hg, ho on h (with the bias)."""
+    wi, wh, bias = w[:4], w[4:8], w[8:]
+    out = {"i" + g: _dense(k) for g, k in zip("ifgo", wi)}
+    out.update({"h" + g: _dense(k, b) for g, k, b in zip("ifgo", wh, bias)})
     return out
 
 
-LSTM_CELL = Reference("flax nn.LSTMCell step", _flax_lstm_step, INPUTS, _example, ranks=(2,),
-                      trigger={(K.Activation, "sigmoid"), (K.Activation, "tanh")})
+def _gru_params(w):
+    """flax GRUCell: ir, iz, in on x (with the bias); hr, hz on h (no bias); hn (with it)."""
+    wi, wh, bi, bhn = w[:3], w[3:6], w[6:9], w[9]
+    out = {"i" + g: _dense(k, b) for g, k, b in zip("rzn", wi, bi)}
+    out.update({"hr": _dense(wh[0]), "hz": _dense(wh[1]), "hn": _dense(wh[2], bhn)})
+    return out
+
+
+def _simple_params(w):
+    """flax SimpleCell: i on x (with the bias), h on h (no bias)."""
+    return {"i": _dense(w[0], w[2]), "h": _dense(w[1])}
+
+
+class Cell:
+    """A flax cell class recognised as `kind`: its carry's names, its weights' names (the
+    template's inputs after x) and their shapes (('in' | 'h', 'h') kernels, ('h',) biases)."""
+
+    def __init__(self, name, kind, carry, weights, params_of):
+        import flax.linen as nn
+        self.kind, self.carry = kind, tuple(carry)
+        self.weights = dict(weights)
+        self.inputs = self.carry + ("x",) + tuple(self.weights)
+        step = _flax_step(getattr(nn, name), self.carry, params_of)
+        self.ref = Reference(f"flax nn.{name} step", step, self.inputs, self._example,
+                             ranks=(2,), trigger={(K.Activation, "tanh")})
+
+    def _example(self, rank):
+        dims, f32 = {"in": 5, "h": 6}, np.float32
+        state = ((2, dims["h"]), f32)
+        out = {n: state for n in self.carry}
+        out["x"] = ((2, dims["in"]), f32)
+        out.update({n: (tuple(dims[d] for d in s), f32) for n, s in self.weights.items()})
+        return out
+
+
+def _named(prefix, gates, shape):
+    return [(prefix + g, shape) for g in gates]
+
+
+@functools.lru_cache(maxsize=None)
+def _cells():
+    try:
+        import flax.linen  # noqa: F401
+    except ImportError:                              # flax is not installed: nothing to match
+        return ()
+    return (
+        Cell("LSTMCell", K.Lstm, ("c", "h"), _named("wi", "ifgo", ("in", "h"))
+             + _named("wh", "ifgo", ("h", "h")) + _named("b", "ifgo", ("h",)), _lstm_params),
+        Cell("GRUCell", K.Gru, ("h",), _named("wi", "rzn", ("in", "h"))
+             + _named("wh", "rzn", ("h", "h")) + _named("bi", "rzn", ("h",))
+             + [("bhn", ("h",))], _gru_params),
+        Cell("SimpleCell", K.Rnn, ("h",), [("wi", ("in", "h")), ("wh", ("h", "h")),
+                                           ("bi", ("h",))], _simple_params),
+    )
 
 
 def _region_index(v):
@@ -64,70 +117,85 @@ def _region_index(v):
     return v.node.attrs["index"] if v.node is not None and v.node.kind is K.Input else None
 
 
-def _match_cell(outs):
-    """{input name: body value} when the body values `outs` (new c, new h) are flax's LSTMCell
-    step, loosely then exactly (passes/patterns.py), else None."""
-    template = LSTM_CELL.template(2)
-    got = Matcher(False).root(template.outputs[1], outs[1], frozenset())
+def _match_cell(cell, outs):
+    """{input name: body value} when the body values `outs` (the new carry) are one step of
+    `cell`, loosely then exactly (passes/patterns.py), else None."""
+    ref, template = cell.ref, cell.ref.template(2)
+    if template is None:
+        return None
+    got = Matcher(False).root(template.outputs[-1], outs[-1], frozenset())
     if got is None or got[1]:
         return None
-    bound = {n: got[0][("in", i)] for i, n in enumerate(INPUTS) if ("in", i) in got[0]}
-    types = LSTM_CELL.types(bound) if len(bound) == len(INPUTS) else None
-    exact = types and LSTM_CELL.graph(types, ())
-    got = exact and Matcher(True).root(exact.outputs[1], outs[1], frozenset())
-    if not got or got[1] or got[0].get(exact.outputs[0].id) is not outs[0]:
+    bound = {n: got[0][("in", i)] for i, n in enumerate(ref.inputs) if ("in", i) in got[0]}
+    types = ref.types(bound) if len(bound) == len(ref.inputs) else None
+    exact = types and ref.graph(types, ())
+    got = exact and Matcher(True).root(exact.outputs[-1], outs[-1], frozenset())
+    if not got or got[1] or any(got[0].get(t.id) is not o
+                                for t, o in zip(exact.outputs[:-1], outs[:-1])):
         return None
-    return {n: got[0][("in", i)] for i, n in enumerate(INPUTS)}
+    return {n: got[0][("in", i)] for i, n in enumerate(ref.inputs)}
 
 
-def _lstm_roles(n):
-    """{name: the Scan operand bound to it} when Scan `n` is flax's LSTMCell over its xs, else
-    None (module docstring)."""
-    a = n.attrs
+def _roles(cell, n):
+    """{name: the Scan operand bound to it} when Scan `n` is `cell` over its xs, else None."""
+    a, nk = n.attrs, len(cell.carry)
     nc, body = a["num_consts"], n.regions[0]
-    if a["reverse"] or a["num_carry"] != 2 or len(n.inputs) != nc + 3:
+    if a["reverse"] or a["num_carry"] != nk or len(n.inputs) != nc + nk + 1:
         return None
     outs = body.outputs
-    if len(outs) != 3 or outs[2] is not outs[1]:
+    if len(outs) != nk + 1 or outs[nk] is not outs[nk - 1]:
         return None
-    bound = _match_cell(outs)
+    bound = _match_cell(cell, outs[:nk])
     if bound is None:
         return None
     index = {k: _region_index(v) for k, v in bound.items()}
-    if (index["c"], index["h"], index["x"]) != (nc, nc + 1, nc + 2):
+    if [index[k] for k in cell.carry + ("x",)] != list(range(nc, nc + nk + 1)):
         return None
-    if any(index[k] is None or index[k] >= nc for k in _W_IN + _W_H + _BIAS):
+    if any(index[k] is None or index[k] >= nc for k in cell.weights):
         return None
     return {k: n.inputs[i] for k, i in index.items()}
 
 
-def _stack(b, parts, transpose):
-    """The per-gate blocks (flax order) concatenated in GATES order (rows, once transposed)."""
-    order = [parts[FLAX_GATES.index(g)] for g in GATES]
-    out = b.add(K.Concat, order, {"axis": order[0].ndim - 1})
+def _rows(b, parts, transpose):
+    """The per-gate blocks concatenated (kernels: along their columns, then transposed to
+    rows); a single block as it is."""
+    out = parts[0] if len(parts) == 1 else b.add(K.Concat, parts, {"axis": parts[0].ndim - 1})
     return b.transpose(out, (1, 0)) if transpose else out
 
 
+def _emit(b, kind, op):
+    """The kind's node on the bound operands `op`; the Scan's outputs (*final carry, hs)."""
+    x, h = op["x"], op["h"]
+    if kind is K.Lstm:
+        hs, c, h = b.add(K.Lstm, (x, op["c"], h, _rows(b, [op["wi" + g] for g in GATES], True),
+                                  _rows(b, [op["wh" + g] for g in GATES], True),
+                                  _rows(b, [op["b" + g] for g in GATES], False)), {})
+        return c, h, hs
+    if kind is K.Gru:
+        hs, h = b.add(K.Gru, (x, h, _rows(b, [op["wi" + g] for g in GRU_GATES], True),
+                              _rows(b, [op["wh" + g] for g in GRU_GATES], True),
+                              _rows(b, [op["bi" + g] for g in GRU_GATES], False), op["bhn"]), {})
+        return h, hs
+    hs, h = b.add(K.Rnn, (x, h, _rows(b, [op["wi"]], True), _rows(b, [op["wh"]], True),
+                          op["bi"]), {})
+    return h, hs
+
+
 def recognize_rnn(graph):
-    """`graph` with every Scan that is flax's LSTMCell over a sequence replaced by one Lstm
-    node (module docstring), in regions too."""
+    """`graph` with every Scan that is one of flax's cells over a sequence replaced by its
+    kind's node (module docstring), in regions too."""
     present = {(m.kind, m.attrs.get("fn")) for m in graph.walk()}
-    if K.Scan not in {k for k, _ in present} or not LSTM_CELL.trigger <= present:
-        return graph
-    if LSTM_CELL.template(2) is None:               # flax is not installed
+    cells = [c for c in _cells() if c.ref.trigger <= present]
+    if not cells or K.Scan not in {k for k, _ in present}:
         return graph
 
     def replace(b, n, ins):
         if n.kind is not K.Scan:
             return None
-        roles = _lstm_roles(n)
-        if roles is None:
-            return None
-        op = {k: b.value_of(v) for k, v in roles.items()}
-        w_ih = _stack(b, [op[k] for k in _W_IN], True)
-        w_hh = _stack(b, [op[k] for k in _W_H], True)
-        bias = _stack(b, [op[k] for k in _BIAS], False)
-        hs, c, h = b.add(K.Lstm, (op["x"], op["c"], op["h"], w_ih, w_hh, bias), {})
-        return c, h, hs
+        for cell in cells:
+            roles = _roles(cell, n)
+            if roles is not None:
+                return _emit(b, cell.kind, {k: b.value_of(v) for k, v in roles.items()})
+        return None
     new, count = rewrite(graph, replace, "recognising recurrent cells")
     return dce(new).verify() if count else graph

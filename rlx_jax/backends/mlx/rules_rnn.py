@@ -1,26 +1,51 @@
 """MLX rules for the recurrent kinds (semantics: ir/reference_rnn.py).
 
-Lstm is one recurrence inside the compiled MLX program: the input projection of every step is
-one matmul before it (x·w_ihᵀ + b, [T, B, 4H]); then a Python loop over the T steps (the
-sequence length is static) emits, per step, one matmul h·w_hhᵀ, the add, the split into the
-four gates and the cell's elementwise update, which mx.compile traces once into one graph and
-fuses. The hidden states are stacked once at the end."""
+Each is one recurrence inside the compiled MLX program: the input projection of every step is
+one matmul before it (x·w_ihᵀ + b, [T, B, G·H]); then a Python loop over the T steps (the
+sequence length is static) emits, per step, one matmul h·w_hhᵀ, the split into the gates and
+the cell's elementwise update, which mx.compile traces once into one graph and fuses. The
+hidden states are stacked once at the end; an empty sequence returns the initial state."""
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
 from .table import mlx_rule
 
 
-@mlx_rule(K.Lstm)
-def _lstm(ctx, node, x, c, h, w_ih, w_hh, b):
-    xz = mx.matmul(x, w_ih.T) + b
-    w_hh_t = w_hh.T
+def _recurrence(x, w_ih, b, w_hh, state, step):
+    """(hs, final state) of `step(xz_t, h·w_hhᵀ, state) -> state` over the T steps; the last
+    entry of a state is its h."""
+    xz, w_hh_t = mx.matmul(x, w_ih.T) + b, w_hh.T
     hs = []
     for t in range(x.shape[0]):
-        i, f, o, g = mx.split(xz[t] + mx.matmul(h, w_hh_t), 4, axis=-1)
-        c = mx.sigmoid(f) * c + mx.sigmoid(i) * mx.tanh(g)
-        h = mx.sigmoid(o) * mx.tanh(c)
-        hs.append(h)
-    if not hs:                              # an empty sequence: no step, the initial state
-        return mx.zeros((0,) + h.shape, h.dtype), c, h
-    return mx.stack(hs, axis=0), c, h
+        state = step(xz[t], mx.matmul(state[-1], w_hh_t), state)
+        hs.append(state[-1])
+    h = state[-1]
+    return (mx.stack(hs, axis=0) if hs else mx.zeros((0,) + h.shape, h.dtype)), state
+
+
+@mlx_rule(K.Lstm)
+def _lstm(ctx, node, x, c, h, w_ih, w_hh, b):
+    def step(xz, hz, state):
+        i, f, o, g = mx.split(xz + hz, 4, axis=-1)
+        c = mx.sigmoid(f) * state[0] + mx.sigmoid(i) * mx.tanh(g)
+        return c, mx.sigmoid(o) * mx.tanh(c)
+    hs, (c, h) = _recurrence(x, w_ih, b, w_hh, (c, h), step)
+    return hs, c, h
+
+
+@mlx_rule(K.Gru)
+def _gru(ctx, node, x, h, w_ih, w_hh, b, b_hn):
+    def step(xz, hz, state):
+        r_x, o_x, z_x = mx.split(xz, 3, axis=-1)
+        r_h, o_h, z_h = mx.split(hz, 3, axis=-1)
+        r, u = mx.sigmoid(r_x + r_h), mx.sigmoid(z_x + z_h)
+        n = mx.tanh(o_x + r * (o_h + b_hn))
+        return ((1 - u) * n + u * state[0],)
+    hs, (h,) = _recurrence(x, w_ih, b, w_hh, (h,), step)
+    return hs, h
+
+
+@mlx_rule(K.Rnn)
+def _rnn(ctx, node, x, h, w_ih, w_hh, b):
+    hs, (h,) = _recurrence(x, w_ih, b, w_hh, (h,), lambda xz, hz, _: (mx.tanh(xz + hz),))
+    return hs, h

@@ -1,25 +1,34 @@
-"""Recurrent kinds -> MIL (semantics: ir/reference_rnn.py).
+"""Recurrent kinds -> MIL (semantics: ir/reference_rnn.py): each ONE MIL op of the iOS15
+opset (coremltools' op spec), direction "forward", output_sequence True.
 
-Lstm is ONE MIL `lstm` op (iOS15 opset, coremltools' op spec): x [T, B, I], initial_h and
-initial_c [B, H], weight_ih [4H, I], weight_hh [4H, H], bias [4H] in the gate order (input,
-forget, output, cell) - the kind's own layout, so the operands pass as they are -,
-direction "forward", output_sequence True, recurrent_activation "sigmoid", cell_activation and
-activation "tanh"; its results (every step's h, the final h, the final c) are the kind's
-(hs, c_T, h_T) reordered.
+- Lstm -> `lstm`: x [T, B, I], initial_h and initial_c [B, H], weight_ih [4H, I], weight_hh
+  [4H, H], bias [4H] in the gate order (input, forget, output, cell) - the kind's own layout,
+  so the operands pass as they are -, recurrent_activation "sigmoid", cell_activation and
+  activation "tanh"; its results (every step's h, the final h, the final c) are the kind's
+  (hs, c_T, h_T) reordered.
+- Gru -> `gru`: weights in the gate order (reset, output, update), the kind's; MIL's output
+  gate adds its bias outside the reset product (o = tanh(W_io x + r·W_ho h + b_o)) where flax
+  adds the h-side one inside (r·(W_hn h + b_hn)), so the op is taken only where b_hn is zero.
+- Rnn -> `rnn`: activation "tanh", the kind's operands as they are.
 
-The spec types the op float32 only and takes its weights and bias as compile-time constants
-(an inference program with the weights closed over: recognition's concatenation of the gate
-kernels folds into constants). Where they are not (weights that are the program's inputs, as
-in training, or float16 values), MIL cannot take the op, and the rule lowers the kind's
-decomposition instead (passes/decompose/rnn.py: a Scan, here a while_loop, mil/control.py),
-as the LayerNorm rule does with run-time gamma and beta: the op counts show which was built.
+The spec types the ops float32 only and takes their weights and biases as compile-time
+constants (an inference program with the weights closed over: recognition's concatenation of
+the gate kernels folds into constants). Where they are not (weights that are the program's
+inputs, as in training, float16 values, or a Gru's b_hn not zero), MIL cannot take the op, and
+the rule lowers the kind's decomposition instead (passes/decompose/rnn.py: a Scan, here a
+while_loop, mil/control.py), as the LayerNorm rule does with run-time gamma and beta: the op
+counts show which was built.
 """
+import numpy as np
+
 from ....ir.graph import Builder, Graph
 from ....ir.interpret import interpret
 from ....ir.ops import OpKind as K
 from ....ir.rewrite import dce
 from ....passes.decompose import DECOMPS
 from .table import MIL_RULES, mil_rule
+
+FORWARD = {"direction": "forward", "output_sequence": True}
 
 
 def _decomposed(ctx, node, operands):
@@ -32,18 +41,37 @@ def _decomposed(ctx, node, operands):
     return interpret(dce(b.graph), MIL_RULES, list(operands), ctx, backend="coreml")
 
 
-def _fits(ctx, operands):
-    """The MIL lstm op takes these vars: float32, the weights and bias constants."""
+def _fits(ctx, operands, states):
+    """A recurrent MIL op takes these vars (x, `states` states, then the weights and biases):
+    float32, the weights and biases constants."""
     return all(ctx.np_dtype(v) == "float32" for v in operands) and all(
-        v.val is not None for v in operands[3:])
+        v.val is not None for v in operands[1 + states:])
 
 
 @mil_rule(K.Lstm)
 def _lstm(ctx, node, x, c, h, w_ih, w_hh, b):
-    if not _fits(ctx, (x, c, h, w_ih, w_hh, b)):
+    if not _fits(ctx, (x, c, h, w_ih, w_hh, b), 2):
         return tuple(_decomposed(ctx, node, (x, c, h, w_ih, w_hh, b)))
-    hs, h_t, c_t = ctx.mb.lstm(
-        x=x, initial_h=h, initial_c=c, weight_ih=w_ih, weight_hh=w_hh, bias=b,
-        direction="forward", output_sequence=True, recurrent_activation="sigmoid",
-        cell_activation="tanh", activation="tanh")
+    hs, h_t, c_t = ctx.mb.lstm(x=x, initial_h=h, initial_c=c, weight_ih=w_ih, weight_hh=w_hh,
+                               bias=b, recurrent_activation="sigmoid", cell_activation="tanh",
+                               activation="tanh", **FORWARD)
     return hs, c_t, h_t
+
+
+@mil_rule(K.Gru)
+def _gru(ctx, node, x, h, w_ih, w_hh, b, b_hn):
+    operands = (x, h, w_ih, w_hh, b, b_hn)
+    if not _fits(ctx, operands, 1) or np.any(b_hn.val):
+        return tuple(_decomposed(ctx, node, operands))
+    hs, h_t = ctx.mb.gru(x=x, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=b,
+                         recurrent_activation="sigmoid", activation="tanh", **FORWARD)
+    return hs, h_t
+
+
+@mil_rule(K.Rnn)
+def _rnn(ctx, node, x, h, w_ih, w_hh, b):
+    if not _fits(ctx, (x, h, w_ih, w_hh, b), 1):
+        return tuple(_decomposed(ctx, node, (x, h, w_ih, w_hh, b)))
+    hs, h_t = ctx.mb.rnn(x=x, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=b,
+                         activation="tanh", **FORWARD)
+    return hs, h_t
