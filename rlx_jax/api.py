@@ -206,13 +206,14 @@ class Jitted(Generic[P, R]):
     def _backend_options(self) -> dict[str, Any]:
         return {k: v for k, v in self.options.items() if k not in _options.COMMON}
 
-    def trace(self, *args: P.args, **kwargs: P.kwargs) -> stages.Traced:
-        """The stages.Traced of a call: `.jaxpr`, `.graph`, `.lower()`."""
+    def trace(self, *args: Any, **kwargs: Any) -> stages.Traced:
+        """The stages.Traced of a call: `.jaxpr`, `.graph`, `.lower()`. Its arguments (and
+        lower's) are typed as jax.jit's: arrays or jax.ShapeDtypeStructs for the function's."""
         key = self._static_key(args, kwargs)
         traced = self._trace(key, args, kwargs)
         return stages.Traced(traced[0], traced[1], lambda: self._lower(key, args, kwargs, traced))
 
-    def lower(self, *args: P.args, **kwargs: P.kwargs) -> "Lowered | symbolic.SymbolicLowered":
+    def lower(self, *args: Any, **kwargs: Any) -> "Lowered | symbolic.SymbolicLowered":
         """The Lowered of a call; with jax.ShapeDtypeStructs of symbolic shape (jax.export's),
         a symbolic.SymbolicLowered serving every size."""
         key = self._static_key(args, kwargs)

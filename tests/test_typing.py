@@ -40,6 +40,7 @@ reveal_type(rlx_jax.export_coreml(f, jnp.ones(3), 2, path="m.mlpackage"))
 reveal_type(rlx_jax.compression_report("m.mlpackage"))
 g(jnp.ones(3), "two")
 lowered = g.lower(jnp.ones(3), 2)
+g.lower(jax.ShapeDtypeStruct((3,), jnp.float32), 2)    # as jax.jit's lower takes it
 assert isinstance(lowered, rlx_jax.Lowered)
 reveal_type(lowered.placement())
 reveal_type(lowered.placement().to_dot())
