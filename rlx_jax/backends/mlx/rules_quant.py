@@ -63,7 +63,8 @@ def pack_mx(packing, q, scale, *zero, group):
     return w.view(mx.uint32), scales, scales * mx.array(-128, scale.dtype)
 
 
-_PACKED = weakref.WeakKeyDictionary()   # lowering context -> {id(node): packed constants}
+# lowering context -> {id(node): packed constants}
+_PACKED: weakref.WeakKeyDictionary[object, dict[int, object]] = weakref.WeakKeyDictionary()
 
 
 def packed_constants(ctx, node, group):
