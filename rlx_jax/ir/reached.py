@@ -57,7 +57,8 @@ REACHED = {
                   + _PATTERN),
     K.Attention: ("rlx_attention", _NN.format("attention") + "; "
                   "`jax.nn.dot_product_attention` and flax attention " + _PATTERN),
-    K.Rope: ("rlx_rope", _NN.format("rope")),
+    K.Rope: ("rlx_rope", _NN.format("rope") + "; `x * cos + rotate_half(x) * sin`, its "
+             "half-width and interleaved (GPT-J) forms, recognized (passes/pattern_rope.py)"),
     K.AdaLayerNorm: ("rlx_ada_layer_norm", _NN.format("ada_layer_norm")),
     K.GatedResidual: ("rlx_gated_residual", _NN.format("gated_residual")),
     K.LoraMatMul: ("", "a LoRA layer, `x @ W + (x @ A @ B) * scale` (or without the scale; "
@@ -89,7 +90,8 @@ REACHED = {
     K.GroupNormBackwardBeta: ("rlx_group_norm_backward_beta", _NN_GRAD.format("group_norm")),
     K.AttentionBackward: ("rlx_attention_backward", _NN_GRAD.format("attention") + "; "
                           + _PATTERN),
-    K.RopeBackward: ("rlx_rope_backward", _NN_GRAD.format("rope")),
+    K.RopeBackward: ("rlx_rope_backward", _NN_GRAD.format("rope") + "; `jax.grad` of the "
+                     "recognized RoPE formulas"),
     K.SoftmaxCrossEntropyBackward: (
         "rlx_softmax_cross_entropy_backward",
         _NN_GRAD.format("softmax_cross_entropy_with_logits") + "; " + _PATTERN),

@@ -5,7 +5,8 @@ the kinds' semantics: nn/rotary.py).
 The forms, x[..., D] (x[B, S, H, D] or x[B, H, S, D]), h = D/2, x1 = x[..., :h],
 x2 = x[..., h:]:
   full-width tables [S, D] (HF / LLaMA): x * cos + rotate_half(x) * sin with
-      rotate_half(x) = jnp.concatenate([-x[..., h:], x[..., :h]], -1)
+      rotate_half(x) = jnp.concatenate([-x[..., h:], x[..., :h]], -1) (or the halves of
+      jnp.split(x, 2, -1): the same forward, another gradient)
   half-width tables [S, D/2]: jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
   the pairs (GPT-J, "traditional"), tables [S, D/2], x1 = x[..., ::2], x2 = x[..., 1::2]:
       jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape)
@@ -36,6 +37,12 @@ X = (2, 3, 5, 8)
 def _full(x, cos, sin):
     h = x.shape[-1] // 2
     return (x * cos + jnp.concatenate([-x[..., h:], x[..., :h]], axis=-1) * sin,)
+
+
+def _full_split(x, cos, sin):
+    """The halves by jnp.split: the same forward, another gradient (its transpose a Concat)."""
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    return (x * cos + jnp.concatenate([-x2, x1], axis=-1) * sin,)
 
 
 def _half(x, cos, sin):
@@ -75,6 +82,8 @@ def _fill(bound):
 
 FORMS = {   # key: (name, formula, table width, traditional)
     "rope_full": ("x * cos + rotate_half(x) * sin", _full, 8, False),
+    "rope_full_split": ("x * cos + rotate_half(x) * sin, jnp.split halves", _full_split, 8,
+                        False),
     "rope_half": ("concat([x1 * cos - x2 * sin, x2 * cos + x1 * sin])", _half, 4, False),
     "rope_pairs": ("stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos]) of x[::2], x[1::2]",
                    _pairs, 4, True),

@@ -16,9 +16,8 @@ from ....tables import NATIVE_BACKWARD
 from .table import MIL_RULES, mil_rule
 
 # Backward kinds with no MIL kernel by design: their decomposition is already the minimal MIL
-# (dy·f'(x), a rope with sin negated, a reversed cumsum, a scatter-add).
-MIL_RULES.decomposed(K.ReluBackward, K.ActivationBackward, K.RopeBackward, K.CumsumBackward,
-                     K.GatherBackward)
+# (dy·f'(x), a reversed cumsum, a scatter-add). RopeBackward's kernel is in nn_attn.py.
+MIL_RULES.decomposed(K.ReluBackward, K.ActivationBackward, K.CumsumBackward, K.GatherBackward)
 
 
 # ---- shared pieces ----

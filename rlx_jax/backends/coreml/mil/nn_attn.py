@@ -121,10 +121,17 @@ def _attention_backward(ctx, node, q, k, v, *rest):
 # ---- Rope (nn/rotary.py): tables [S, W] (or computed from inv_freq) lifted to x's axes ----
 def _rope_tables(ctx, node, tables):
     """cos, sin with size-1 axes between the rows (x's seq_axis) and the width (and after it
-    for the pairs); from inv_freq: arange(S)[:, None]·inv_freq, cos, sin (a const, 3 ops)."""
+    for the pairs); from inv_freq: arange(S)[:, None]·inv_freq, cos, sin (a const, 3 ops).
+    Built once per program block for every node on the same operands (q's and k's, forward
+    and backward)."""
+    from coremltools.converters.mil.mil.block import curr_block
     mb, a = ctx.mb, node.attrs
+    s = node.inputs[0].shape[a["seq_axis"]]
+    key = (id(curr_block()), tuple(id(t) for t in tables), s, a["seq_axis"], a["traditional"])
+    memo = ctx.__dict__.setdefault("rope_tables", {})
+    if key in memo:
+        return memo[key][0]
     if len(tables) == 1:
-        s = node.inputs[0].shape[a["seq_axis"]]
         if not isinstance(s, int):
             raise RefusalError(f"Rope with a frequency vector computes its [S, D/2] angles from "
                                f"the sequence length, which is symbolic here ({s})")
@@ -132,25 +139,38 @@ def _rope_tables(ctx, node, tables):
         tables = (mb.cos(x=ang), mb.sin(x=ang))
     k = -a["seq_axis"] - 2
     axes = list(range(1, k + 1)) + ([k + 2] if a["traditional"] else [])
-    return tuple(mb.expand_dims(x=t, axes=ctx.ints(axes)) if axes else t for t in tables)
+    out = tuple(mb.expand_dims(x=t, axes=ctx.ints(axes)) if axes else t for t in tables)
+    memo[key] = (out, tables)       # (the operands kept alive: their ids stay theirs)
+    return out
 
 
-@mil_rule(K.Rope)
-def _rope(ctx, node, x, *tables):
+def _rope(ctx, node, x, tables, backward):
     """Rotate-half: split, 4 mul, sub, add, concat (8 ops); full-width tables: x·cos +
-    concat(−x2, x1)·sin (6 ops); the pairs: a reshape to [..., D/2, 2] around the 8 (10 ops)."""
+    concat(−x2, x1)·sin, backward dy·cos + concat(v2, −v1) with v = dy·sin (6 ops); the pairs:
+    a reshape to [..., D/2, 2] around the 8 (10 ops). The backward rotates by −angle."""
     mb, shape = ctx.mb, node.inputs[0].shape
     cos, sin = _rope_tables(ctx, node, tables)
     if node.attrs["traditional"]:
         x = mb.reshape(x=x, shape=ctx.ints(list(shape[:-1]) + [shape[-1] // 2, 2]))
-    x1, x2 = mb.split(x=x, num_splits=2, axis=-1)
     if node.inputs[-1].shape[-1] == shape[-1]:
+        if backward:
+            v1, v2 = mb.split(x=mb.mul(x=x, y=sin), num_splits=2, axis=-1)
+            rot = mb.concat(values=[v2, mb.mul(x=v1, y=ctx.like(-1, v1))], axis=-1)
+            return mb.add(x=mb.mul(x=x, y=cos), y=rot)
+        x1, x2 = mb.split(x=x, num_splits=2, axis=-1)
         rot = mb.concat(values=[mb.mul(x=x2, y=ctx.like(-1, x2)), x1], axis=-1)
         return mb.add(x=mb.mul(x=x, y=cos), y=mb.mul(x=rot, y=sin))
-    lo = mb.sub(x=mb.mul(x=x1, y=cos), y=mb.mul(x=x2, y=sin))
-    hi = mb.add(x=mb.mul(x=x2, y=cos), y=mb.mul(x=x1, y=sin))
+    x1, x2 = mb.split(x=x, num_splits=2, axis=-1)
+    first, second = (mb.add, mb.sub) if backward else (mb.sub, mb.add)
+    lo = first(x=mb.mul(x=x1, y=cos), y=mb.mul(x=x2, y=sin))
+    hi = second(x=mb.mul(x=x2, y=cos), y=mb.mul(x=x1, y=sin))
     out = mb.concat(values=[lo, hi], axis=-1)
     return mb.reshape(x=out, shape=ctx.ints(list(shape))) if node.attrs["traditional"] else out
+
+
+mil_rule(K.Rope)(lambda ctx, node, x, *tables: _rope(ctx, node, x, tables, False))
+mil_rule(K.RopeBackward, claim=NATIVE_BACKWARD)(
+    lambda ctx, node, dy, *tables: _rope(ctx, node, dy, tables, True))
 
 
 # ---- softmax cross-entropy: logits[N, C], int32 labels[N] ----
