@@ -11,8 +11,9 @@ cache root of rlx_jax/cache.py), where the digest covers the versions of jax, ja
 and the libraries the references trace (flax, optax, equinox) and every source file of rlx_jax
 itself (the frontend decides what a template is, ir/reference.py what a kind's types are), so
 any change of those starts a directory of its own. An entry is keyed by the reference's name
-(unique: patterns.Reference refuses a second one), the input types and the parameters (types:
-by the node signature); it is written atomically (a temporary file, then a rename) as MAGIC,
+(unique: patterns.Reference refuses a second one), the input types (shapes and dtypes: each
+float dtype variant of a template, patterns.VARIANTS, is an entry of its own) and the parameters
+(types: by the node signature); it is written atomically (a temporary file, then a rename) as MAGIC,
 the content hash (cache.HASH) of the pickle, then the pickle. An entry is unpickled only when
 its pickle hashes to the stored hash: one that does not -- damaged bytes that would still
 unpickle into a wrong template, a file cut short, one in another layout -- is logged, removed
