@@ -156,6 +156,7 @@ def test_mlx_int8_with_no_group_size_runs_the_formula():
 
 
 COREML_IOS18 = {"constexpr_blockwise_shift_scale": 1, "matmul": 1}
+COREML_IOS16 = {"constexpr_affine_dequantize": 1, "matmul": 1}      # int8 only
 COREML_COMPOSED = {
     "int8": {"cast": 1, "matmul": 1, "mul": 1},
     "int4_g32": {"cast": 1, "expand_dims": 2, "floor_div": 1, "matmul": 1, "mul": 2,
@@ -167,14 +168,16 @@ COREML_COMPOSED = {
 @pytest.mark.parametrize("target", ["iOS16", "iOS18"])
 def test_coreml_programs(form, target):
     """Constant weights: one constexpr_blockwise_shift_scale and a matmul where the target is
-    iOS18 or later, else the composition (as for argument weights on every target); results
+    iOS18 or later, else (int8) constexpr_affine_dequantize or (int4) the composition, as for
+    argument weights on every target; results
     equal jax.jit's (the constexpr's output is the formula's weight, operation for
     operation)."""
     for fn, args, constant in (_closed(form) + (True,), FORMS[form][:2] + (False,)):
         jf = rlx_jax.jit(fn, backend="coreml", minimum_deployment_target=target)
         low = jf.lower(*args)
         assert low.op_counts() == {"DequantMatMul": 1}
-        want = COREML_IOS18 if constant and target == "iOS18" else COREML_COMPOSED[form]
+        want = COREML_IOS18 if constant and target == "iOS18" else COREML_IOS16 if (
+            constant and form == "int8") else COREML_COMPOSED[form]
         assert low.op_counts("backend") == want
         np.testing.assert_allclose(np.asarray(jf(*args)), jax.jit(fn)(*args), rtol=1e-4,
                                    atol=1e-4)
@@ -195,6 +198,21 @@ def test_executor_blockwise_shift_scale_is_the_spec():
                                                      scale[:1].astype(np.float16), None))
     with pytest.raises(rlx_jax.errors.LoweringError, match="not blocks"):
         OVERRIDES["constexpr_blockwise_shift_scale"](data=data, scale=R.rand(3, 6))
+
+
+def test_executor_affine_dequantize_is_the_spec():
+    """out = scale · (data − zero_point) along the axis (coremltools' decompression), scalars
+    broadcast; a parameter of another size is refused."""
+    from coremltools.converters.mil.mil.ops.defs.iOS16.constexpr_ops import \
+        constexpr_affine_dequantize as op
+    data, scale = Q8[:6, :5], R.rand(5).astype(np.float32)
+    for zero in (np.int8(0), R.randint(-3, 3, 5).astype(np.int8)):
+        got = OVERRIDES["constexpr_affine_dequantize"](quantized_data=data, zero_point=zero,
+                                                       scale=scale, axis=1)
+        np.testing.assert_array_equal(got, op.decompress(data, zero, scale, 1))
+    with pytest.raises(rlx_jax.errors.LoweringError, match="along axis"):
+        OVERRIDES["constexpr_affine_dequantize"](quantized_data=data, zero_point=np.int8(0),
+                                                 scale=scale, axis=0)
 
 
 def test_executor_interleaved_concat():

@@ -143,3 +143,23 @@ def _concat(values, axis, interleave=False, **_):
     axis %= len(shape)
     shape[axis] *= len(values)
     return np.stack(values, axis=axis + 1).reshape(shape)
+
+
+@override("constexpr_affine_dequantize")
+def _affine_dequantize(quantized_data, zero_point, scale, axis, **_):
+    """iOS16 compression: scale · (quantized_data − zero_point), scale and zero_point scalars
+    or vectors along `axis` (of its size), computed in the scale's dtype (the output's)."""
+    data, scale = np.asarray(quantized_data), np.asarray(scale)
+    axis = int(axis) % data.ndim
+
+    def along(v):
+        v = np.asarray(v)
+        if v.ndim == 0:
+            return v.astype(scale.dtype)
+        if v.shape != (data.shape[axis],):
+            raise LoweringError(f"MIL executor: constexpr_affine_dequantize with a parameter of "
+                                f"shape {v.shape} for data {data.shape} along axis {axis}")
+        shape = [1] * data.ndim
+        shape[axis] = v.shape[0]
+        return v.reshape(shape).astype(scale.dtype)
+    return along(scale) * (data.astype(scale.dtype) - along(zero_point))

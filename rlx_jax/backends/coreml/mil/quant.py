@@ -9,8 +9,10 @@ the formula's (w − zero)·scale and q·scale operation for operation:
   int4_u8, int4_u32 data uint4 [K, N] (the nibbles, low first), scale and offset (zero) [K/G, N]
   int8_per_channel  data int8 [K, N], scale [1, N], no offset
 
-then one matmul (transpose_y for a transposed DequantMatMul). Otherwise (weights that are
-arguments, or an earlier target) the formula is composed: int4 nibbles unpacked as
+then one matmul (transpose_y for a transposed DequantMatMul). Before iOS18 a constant int8
+per-channel weight is one `constexpr_affine_dequantize` (iOS16: scale·(data − zero_point) along
+axis 1, zero_point 0: q·scale again). Otherwise (weights that are arguments, int4 before iOS18)
+the formula is composed: int4 nibbles unpacked as
 hi = floor_div(q, 16), lo = q − 16·hi (MIL has no bitwise ops; the bytes are int32 in the
 program), stack, reshape, cast, sub, mul, reshape and matmul; int8 cast, mul and matmul. A
 uint32 weight that is not a constant (int4_u32; recognition turns constant ones into bytes) is
@@ -59,11 +61,14 @@ def _composed_weight(ctx, node, q, scale, *zero):
 
 @mil_rule(K.DequantMatMul)
 def _dequant_matmul(ctx, node, x, q, scale, *zero):
-    """constexpr_blockwise_shift_scale + matmul (constant weights, iOS18+; 1 op besides the
-    constexpr), else the composition (module docstring)."""
+    """A constexpr weight and a matmul (constant weights: iOS18+, or int8 on any target), else
+    the composition (module docstring)."""
     values = constant_weights(node)
     if values is not None and getattr(ctx.opset, "value", ctx.opset) >= BLOCKWISE_FIRST_OPSET:
         w = _constexpr_weight(ctx, node, values)
+    elif values is not None and node.attrs["packing"] == "int8_per_channel":
+        w = ctx.mb.constexpr_affine_dequantize(quantized_data=values[0], zero_point=np.int8(0),
+                                               scale=values[1], axis=1)
     else:
         w = _composed_weight(ctx, node, q, scale, *zero)
     return ctx.mb.matmul(x=x, y=w, transpose_y=node.attrs["transpose"])
