@@ -17,9 +17,9 @@ new h). Then, e.g.
 
 with the per-gate kernels concatenated in the kind's gate order (MIL's) and transposed, the
 biases concatenated likewise. A cell with another activation or gate function, a residual
-SimpleCell, a scan in reverse, a body with more outputs (the residuals a forward scan keeps
-for JAX's autodiff of it: the forward Scan inside `jax.grad` is one of these) is not the
-formula and stays a Scan.
+SimpleCell, a scan in reverse or of a symbolic length, a body with more outputs (the
+residuals a forward scan keeps for JAX's autodiff of it: the forward Scan inside `jax.grad`
+is one of these) is not the formula and stays a Scan.
 """
 import functools
 
@@ -141,6 +141,8 @@ def _roles(cell, n):
     a, nk = n.attrs, len(cell.carry)
     nc, body = a["num_consts"], n.regions[0]
     if a["reverse"] or a["num_carry"] != nk or len(n.inputs) != nc + nk + 1:
+        return None
+    if not isinstance(a["length"], (int, np.integer)):     # a symbolic length: left a Scan
         return None
     outs = body.outputs
     if len(outs) != nk + 1 or outs[nk] is not outs[nk - 1]:
