@@ -2,7 +2,8 @@
 passes/patterns.py VARIANTS): softmax, log_softmax, gelu, silu, flax LayerNorm and RMSNorm,
 jax.nn and flax attention in bfloat16 and float16, and the flax layers with float32 parameters
 (dtype=bf16 / f16, param_dtype=float32); forward and jax.grad, exact op counts; near misses left
-alone; numbers equal jax.jit on every backend.
+alone; numbers equal jax.jit on every backend, each form alone and a 16-bit flax transformer
+block holding them all.
 
 A formula that JAX computes partly in float32 (a 16-bit sum accumulates in float32) becomes its
 kind at float32 between Casts: operands cast up, the result cast back to the formula's dtype;
@@ -162,6 +163,40 @@ def _close(got, want, tol):
         a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
         assert a.dtype == b.dtype and a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=0, atol=tol * max(np.abs(b).max(), 1e-3))
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block in 16 bits with float32 parameters (flax's defaults)."""
+    dtype: type
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.LayerNorm(dtype=self.dtype)(x)
+        x = x + nn.MultiHeadDotProductAttention(num_heads=2, dtype=self.dtype,
+                                                use_bias=False)(h, h)
+        h = nn.Dense(16, dtype=self.dtype)(jax.nn.gelu(nn.RMSNorm(dtype=self.dtype)(x)))
+        return jax.nn.log_softmax(x + nn.Dense(8, dtype=self.dtype)(h))
+
+
+BLOCK_KINDS = {"LayerNorm", "Attention", "RmsNorm", "LogSoftmax", "AttentionBackward",
+               "LayerNormBackwardInput", "LayerNormBackwardGamma", "RmsNormBackwardInput",
+               "RmsNormBackwardGamma"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["bf16/f32", pytest.param("f16/f32", marks=pytest.mark.extended)])
+def test_transformer_block_forward_and_grad_equal_jax(dtype, backend):
+    """Every kind of a 16-bit flax block at once: its forward and jax.grad (parameters and
+    input) recognised as in float32 and equal to jax.jit's."""
+    act = DTYPES[dtype][0]
+    m, x = Block(act), jnp.asarray(X, act)
+    p = m.init(KEY, x)
+    cot = jnp.asarray(RNG.uniform(0.5, 1.5, X.shape), F32)
+    grad = jax.grad(lambda p, x: jnp.vdot(m.apply(p, x).astype(F32), cot), argnums=(0, 1))
+    counts = recognize(rlx_jax.trace(grad, p, x)).op_counts()
+    assert BLOCK_KINDS <= set(counts), counts
+    _run(lambda p, x: m.apply(p, x), (p, x), backend, TOL[act], (p, x))
+    _run(grad, (p, x), backend, 2 * TOL[act], (p, x))
 
 
 # jax.nn's attention asks dot_general for float16 x float16 -> float32, which XLA's CPU
