@@ -106,6 +106,32 @@ def test_forms_and_near_misses(form):
         assert counts == plain, counts
 
 
+class Stacked(nn.Module):
+    """nn.Bidirectional (an LSTM forward, a GRU over the flipped sequence) under a SimpleCell
+    RNN: three Scans, three kinds."""
+
+    @nn.compact
+    def __call__(self, x):
+        y = nn.Bidirectional(nn.RNN(nn.LSTMCell(H)), nn.RNN(nn.GRUCell(H)))(x)
+        return nn.RNN(nn.SimpleCell(H))(y)
+
+
+def test_bidirectional_and_stacked_cells_each_one_kind():
+    model = Stacked()
+    params = model.init(jax.random.PRNGKey(0), X)
+    counts = _counts(model.apply, params, X)
+    assert {k: counts.get(k) for k in ("Lstm", "Gru", "Rnn", "Scan")} == \
+        {"Lstm": 1, "Gru": 1, "Rnn": 1, "Scan": None}, counts
+
+
+def test_a_cell_without_a_batch_axis_stays_a_scan():
+    """x[T, I] and a carry [H]: the kinds (and MIL's ops) take one batch axis."""
+    model = nn.RNN(nn.LSTMCell(H))
+    params = model.init(jax.random.PRNGKey(0), X[0])
+    counts = _counts(model.apply, params, X[0])
+    assert counts.get("Scan") == 1 and "Lstm" not in counts, counts
+
+
 MODEL = Classifier(nn.LSTMCell(H))
 PARAMS = _params(MODEL)
 
