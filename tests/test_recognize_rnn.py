@@ -202,19 +202,25 @@ def test_gru_and_simple_cell_forward_equal_jax(name, backend):
     np.testing.assert_allclose(jf(X), fn(X), rtol=1e-5, atol=1e-5)
 
 
-def _loss(params, x, labels):
-    logits = MODEL.apply(params, x)
-    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], 1))
+GRAD_CELLS = {"lstm": nn.LSTMCell(H), "gru": nn.GRUCell(H), "simple": nn.SimpleCell(H)}
 
 
-def test_classifier_gradient_equals_jax_grad(backend):
+@pytest.mark.parametrize("cell", sorted(GRAD_CELLS))
+def test_classifier_gradient_equals_jax_grad(cell, backend):
     """value_and_grad of the loss: JAX's autodiff makes the forward Scan yield the per-step
-    residuals its transposed Scan reads, which is not the cell's formula (no Lstm: it stays a
-    Scan, as does the backward); value and every gradient equal jax's."""
-    step = jax.value_and_grad(_loss)
+    residuals its transposed Scan reads, which is not the cell's formula (no recurrent kind:
+    it stays a Scan, as does the backward); value and every gradient equal jax's."""
+    model = Classifier(GRAD_CELLS[cell])
+    params = _random_biases(_params(model), 4)
+
+    def loss(params, x, labels):
+        logp = jax.nn.log_softmax(model.apply(params, x))
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], 1))
+    step = jax.value_and_grad(loss)
     jf = rlx_jax.jit(step, backend=backend)
-    assert "Lstm" not in jf.lower(PARAMS, X, LABELS).op_counts()
-    (value, grads), (want_value, want) = jf(PARAMS, X, LABELS), jax.jit(step)(PARAMS, X, LABELS)
+    counts = jf.lower(params, X, LABELS).op_counts()
+    assert not {"Lstm", "Gru", "Rnn"} & set(counts), counts
+    (value, grads), (want_value, want) = jf(params, X, LABELS), jax.jit(step)(params, X, LABELS)
     np.testing.assert_allclose(value, want_value, rtol=1e-5, atol=1e-6)
     for g, w in zip(jax.tree.leaves(grads), jax.tree.leaves(want)):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
