@@ -1,5 +1,6 @@
 """Recognition of flax's recurrent cells under a scan: a Scan whose body is one step of flax's
-LSTMCell, GRUCell or SimpleCell becomes one Lstm, Gru or Rnn node (ir/reference_rnn.py).
+LSTMCell (or OptimizedLSTMCell), GRUCell or SimpleCell becomes one Lstm, Gru or Rnn node
+(ir/reference_rnn.py).
 
 flax's `nn.RNN(cell)`, `nn.scan` over the cell and `lax.scan` over `cell.apply` all trace to a
 Scan (frontend/rules/control.py) whose body computes, from the carry ((c, h) or h) and the
@@ -103,6 +104,9 @@ def _cells():
         return ()
     return (
         Cell("LSTMCell", K.Lstm, ("c", "h"), _named("wi", "ifgo", ("in", "h"))
+             + _named("wh", "ifgo", ("h", "h")) + _named("b", "ifgo", ("h",)), _lstm_params),
+        # the same parameters, each side's four kernels concatenated for one matmul per step
+        Cell("OptimizedLSTMCell", K.Lstm, ("c", "h"), _named("wi", "ifgo", ("in", "h"))
              + _named("wh", "ifgo", ("h", "h")) + _named("b", "ifgo", ("h",)), _lstm_params),
         Cell("GRUCell", K.Gru, ("h",), _named("wi", "rzn", ("in", "h"))
              + _named("wh", "rzn", ("h", "h")) + _named("bi", "rzn", ("h",))
