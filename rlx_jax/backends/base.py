@@ -109,9 +109,10 @@ class Backend:
         device."""
         raise NotImplementedError(f"backend {self.name!r} does not lower graphs")
 
-    def prepare(self, graph):
+    def prepare(self, graph, **options):
         """The legalized graph as it will be lowered (Core ML: complex values as float32
-        pairs, ranks <= 5); placement runs it before looking for host ops."""
+        pairs, ranks <= 5; `options`: the backend's options); placement runs it before
+        looking for host ops."""
         return graph
 
     def host_reasons(self, graph, known, **options):

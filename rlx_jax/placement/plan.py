@@ -144,7 +144,7 @@ def place(graph: Graph, backend: "Backend", native_backward: bool = True,
     # complex values as float32 pairs); with fallback="error", `plan` refuses what is left
     legal = legalize(graph, keep, backend=backend.name,
                      fallback="host" if backend.REWRITTEN_OPS else fallback)
-    legal = backend.prepare(legal)
+    legal = backend.prepare(legal, **(options or {}))
     return plan(legal, backend, keep, fallback, options)
 
 

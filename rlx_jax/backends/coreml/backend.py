@@ -88,13 +88,18 @@ class CoremlBackend(Backend):
     def unavailable_reason(self):
         return "" if self.available() else "coremltools is not installed (pip install coremltools)"
 
-    def prepare(self, graph):
-        """The legalized graph as it will be lowered: complex64 values done as float32 (re, im)
-        pairs where every op on them has a real form (passes/complex_pairs.py: FFTs as DFT matmuls),
-        then values above rank 5 that shape ops pass through rewritten to rank <= 5
-        (passes/rank.py), before placement looks at it."""
+    def prepare(self, graph, **options):
+        """The legalized graph as it will be lowered: bfloat16 values computed in float32 or
+        float16 where the `bfloat16` option asks for it (passes/bfloat16.py), complex64 values
+        done as float32 (re, im) pairs where every op on them has a real form
+        (passes/complex_pairs.py: FFTs as DFT matmuls), then values above rank 5 that shape ops
+        pass through rewritten to rank <= 5 (passes/rank.py), before placement looks at it."""
+        from .passes.bfloat16 import widen_bfloat16
         from .passes.complex_pairs import split_complex
         from .passes.rank import lower_rank
+        wider = package.Options(**options).bfloat16
+        if wider != "host":
+            graph = widen_bfloat16(graph, wider)
         return lower_rank(split_complex(graph))
 
     def host_reasons(self, graph, known, **options):

@@ -16,11 +16,13 @@ it is or a value returned twice. A uint32/int64/uint64 program input is taken to
 int32-range values (intervals.input_bounds), and every call's argument is checked against that
 before it is narrowed (Boundary.to_model).
 """
+import jax.numpy as jnp
 import numpy as np
 
 from ....ir.dims import symbolic_shape
 from ....errors import ArgumentRangeError, RefusalError
 from ....ir.interpret import where
+from ....ir.ops import OpKind
 from ..passes.intervals import input_bounds, intervals
 
 MAX_RANK = 5
@@ -28,14 +30,40 @@ MIL_DTYPES = frozenset(np.dtype(d) for d in ("float32", "float16", "int32", "boo
 I32 = np.iinfo(np.int32)
 _TODO = {
     "float64": "compute in float32 (leave jax_enable_x64 off), or use backend='xla'",
-    "bfloat16": "cast to float16 or float32 before this op, or use backend='mlx'",
+    "bfloat16": "pass the Core ML option bfloat16='float32' (or 'float16') to compute "
+                "bfloat16 values in that dtype, cast to float32 before this op, or use "
+                "backend='mlx'",
 }
 
 
+BF16 = np.dtype(jnp.bfloat16)
+F32 = np.dtype(np.float32)
+
+
 def mil_np_dtype(dtype):
-    """The numpy dtype a value of IR dtype `dtype` has inside the MIL program."""
+    """The numpy dtype a value of IR dtype `dtype` has inside the MIL program (bfloat16 only
+    at the model boundary, where it travels as float32: boundary_bf16)."""
     dtype = np.dtype(dtype)
-    return np.dtype(np.int32) if dtype.kind in "iu" else dtype
+    return np.dtype(np.int32) if dtype.kind in "iu" else F32 if dtype == BF16 else dtype
+
+
+def boundary_bf16(graph):
+    """The ids of the bfloat16 values Core ML holds as float32 at the model boundary: a graph
+    input read only by Casts (to a Core ML dtype) and a graph output made by a Cast and read by
+    nothing else. The host converts them (exactly in; rounded to nearest even out, as the Cast
+    rounds), so the Casts on the device have nothing left to do."""
+    users = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            users.setdefault(v.id, []).append(n)
+    outs = {v.id for v in graph.outputs}
+    ins = {v.id for v in graph.inputs if v.dtype == BF16 and users.get(v.id) and all(
+        u.kind is OpKind.Cast and mil_np_dtype(u.attrs["dtype"]) in MIL_DTYPES and
+        np.dtype(u.attrs["dtype"]).kind == "f" for u in users[v.id])}
+    made = {v.id for n in graph.nodes if n.kind is OpKind.Cast for v in n.outputs
+            if v.dtype == BF16 and v.id in outs and not users.get(v.id)
+            and n.inputs[0].dtype.kind == "f" and n.inputs[0].dtype != BF16}
+    return ins | made
 
 
 def mil_type(dtype):
@@ -75,7 +103,7 @@ def check_graph(graph):
 def problems(graph):
     """(value, node, why, what to do) for every value of `graph` (region values included)
     Core ML cannot hold."""
-    bounds = None
+    bounds, bf16 = None, None
     boundary = {v.id for v in graph.inputs} | {v.id for v in graph.outputs}
     top = {id(n) for n in graph.nodes}
     for n in graph.walk():             # region nodes (If / While / Scan bodies) too
@@ -97,6 +125,10 @@ def problems(graph):
                 continue
             if v.dtype in MIL_DTYPES:
                 continue
+            if v.dtype == BF16:
+                bf16 = boundary_bf16(graph) if bf16 is None else bf16
+                if v.id in bf16:
+                    continue
             if v.dtype.kind in "iu":
                 bounds = bounds if bounds is not None else intervals(graph)
                 b = bounds.get(v.id)       # none for region values: nothing proven there
@@ -132,7 +164,8 @@ class Boundary:
 
     @staticmethod
     def model_dtype(v):
-        return np.dtype(np.int32) if v.dtype == np.bool_ or v.dtype.kind in "iu" else v.dtype
+        """int32 for bool and narrowed integers, float32 for bfloat16 (boundary_bf16)."""
+        return np.dtype(np.int32) if v.dtype == np.bool_ else mil_np_dtype(v.dtype)
 
     @staticmethod
     def model_shape(v):

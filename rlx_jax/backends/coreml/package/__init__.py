@@ -24,7 +24,8 @@ from ....version import __version__
 from . import cache as package_cache
 
 OPTIONS = ("minimum_deployment_target", "compute_precision", "compute_units", "optimize",
-           "input_names", "output_names", "source")
+           "input_names", "output_names", "source", "bfloat16")
+BFLOAT16 = ("host", "float32", "float16")     # passes/bfloat16.py
 PRECISIONS = ("float32", "float16")
 UNITS = {"cpu": "CPU_ONLY", "cpu_and_gpu": "CPU_AND_GPU", "cpu_and_ne": "CPU_AND_NE",
          "all": "ALL"}
@@ -84,6 +85,9 @@ class Options:
         self.input_names = options.get("input_names")
         self.output_names = options.get("output_names")
         self.source = options.get("source")
+        self.bfloat16 = options.get("bfloat16", "host")
+        if self.bfloat16 not in BFLOAT16:
+            raise BadArgumentError(f"bfloat16 must be one of {BFLOAT16}, got {self.bfloat16!r}")
 
     def key(self):
         """What changes the saved package (compute_units only matters at load time)."""
