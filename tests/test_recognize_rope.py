@@ -196,8 +196,8 @@ def test_nn_rope_variants_equal_the_formulas():
     for kw, form, args in cases:
         mine = jax.jit(lambda x, c, s, kw=kw: nn.rope(x, c, s, **kw))
         np.testing.assert_array_equal(mine(*args), jax.jit(form)(*args))
-        np.testing.assert_allclose(jax.grad(_loss(mine))(*args), jax.grad(_loss(form))(*args),
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(jax.jit(jax.grad(_loss(mine)))(*args),
+                                   jax.jit(jax.grad(_loss(form)))(*args), rtol=1e-5, atol=1e-5)
 
 
 # ---- a LLaMA-style attention block: q/k rope (tables in the program) + causal attention ----

@@ -13,7 +13,6 @@ backward 5, whatever the class count (a decomposition by class columns is O(C) n
 """
 import numpy as np
 
-from ....errors import RefusalError
 from ....ir.ops import OpKind as K
 from ....tables import NATIVE_BACKWARD
 from .legality import mil_dtype_name
@@ -131,10 +130,7 @@ def _rope_tables(ctx, node, tables):
     memo = ctx.__dict__.setdefault("rope_tables", {})
     if key in memo:
         return memo[key][0]
-    if len(tables) == 1:
-        if not isinstance(s, int):
-            raise RefusalError(f"Rope with a frequency vector computes its [S, D/2] angles from "
-                               f"the sequence length, which is symbolic here ({s})")
+    if len(tables) == 1:     # (static sizes: Rope is not in mil/dynamic.py's SYMBOLIC_KINDS)
         ang = mb.mul(x=ctx.const(np.arange(s)[:, None], ctx.np_dtype(tables[0])), y=tables[0])
         tables = (mb.cos(x=ang), mb.sin(x=ang))
     k = -a["seq_axis"] - 2
