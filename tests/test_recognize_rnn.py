@@ -272,3 +272,23 @@ def test_mil_executor_gru_and_rnn_equal_reference():
                            output_sequence=True)
     for g, w in zip(got, (hs, h_t)):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cell", sorted(GRAD_CELLS))
+def test_an_empty_sequence_returns_the_initial_state(cell, backend):
+    """T = 0: the kind runs no step (Core ML folds it: hs empty, the final state the initial
+    one, as a zero-length Scan folds), equal to jax.jit's on every backend."""
+    model = nn.RNN(GRAD_CELLS[cell], return_carry=True)
+    params = _random_biases(model.init(jax.random.PRNGKey(0), X), 5)
+    empty = np.zeros((B, 0, I), np.float32)
+    carry = jax.tree.map(lambda a: a + 0.5, model.cell.initialize_carry(
+        jax.random.PRNGKey(1), (B, I)))
+
+    def fn(x):
+        return model.apply(params, x, initial_carry=carry)
+    jf = rlx_jax.jit(fn, backend=backend)
+    kinds = {k for k in jf.lower(empty).op_counts() if k in ("Lstm", "Gru", "Rnn")}
+    assert len(kinds) == (backend != "xla")
+    for g, w in zip(jax.tree.leaves(jf(empty)), jax.tree.leaves(fn(empty))):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(g, w, rtol=1e-6)

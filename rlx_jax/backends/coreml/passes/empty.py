@@ -25,7 +25,7 @@ from ....ir.rewrite import copy_node, dce, rewrite
 from ...base import Executable
 from ..mil.legality import MIL_DTYPES
 from ....ir.identities import identity as init_value
-from .empty_control import fold_scan, zero_length
+from .empty_control import RECURRENT, fold_recurrent, fold_scan, zero_length
 
 
 def _concat(b, node, ins, empty):
@@ -55,6 +55,7 @@ FOLDS = {  # kind -> fold(builder, node, new operands, which operands are empty)
     K.DynamicUpdateSlice: lambda b, n, ins, empty: (ins[0],),
     **{k: lambda b, n, ins, empty: _filled(b, n, 0) for k in CONTRACTIONS},
     K.Scan: lambda b, n, ins, empty: fold_scan(b, n, ins, empty, _refuse),  # its initial carry
+    **{k: lambda b, n, ins, empty: fold_recurrent(b, n, ins, empty, _refuse) for k in RECURRENT},
 }
 
 
