@@ -69,6 +69,8 @@ FORMS = {   # name: (fn, args, op counts after recognition; None: left alone)
     "full_bshd": (lambda x, c, s: full(x, c[:, None], s[:, None]), (XS, CF, SF), {"Rope": 1}),
     "full_jnp_split": (lambda x, c, s: x * c + rotate_half_split(x) * s, (XB, CF, SF),
                        {"Rope": 1}),
+    "full_bshd_one_token": (lambda x, c, s: full(x, c[:1, None], s[:1, None]),   # decoding
+                            (XS[:, :1], CF, SF), {"Rope": 1, "Slice": 2}),
     "half_bhsd": (half, (XB, CH, SH), {"Rope": 1}),
     "half_bshd": (lambda x, c, s: half(x, c[:, None], s[:, None]), (XS, CH, SH), {"Rope": 1}),
     "pairs_bhsd": (pairs, (XB, CH, SH), {"Rope": 1}),

@@ -122,8 +122,8 @@ def _table_axis(x, t):
         return None
     full = (1,) * (x.ndim - t.ndim) + tuple(t.shape)
     axes = [a for a in range(-x.ndim, -1) if full[a] != 1]
-    if not axes:
-        return -2 if x.shape[-2] == 1 else None
+    if not axes:                  # one row: any axis of x of size 1 (decoding one token)
+        return next((a for a in range(-2, -x.ndim - 1, -1) if x.shape[a] == 1), None)
     if len(axes) != 1 or axes[0] > -2 or full[axes[0]] != x.shape[axes[0]]:
         return None
     return axes[0]
