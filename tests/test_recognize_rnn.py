@@ -292,3 +292,20 @@ def test_an_empty_sequence_returns_the_initial_state(cell, backend):
     for g, w in zip(jax.tree.leaves(jf(empty)), jax.tree.leaves(fn(empty))):
         assert np.shape(g) == np.shape(w)
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_a_cell_inside_a_loop_body_is_recognised(backend):
+    """An nn.RNN applied in a fori_loop's body (a Scan region): recognition descends into the
+    region; Core ML runs one MIL lstm inside its while_loop."""
+    model = nn.RNN(nn.LSTMCell(I))
+    params = model.init(jax.random.PRNGKey(0), X)
+
+    def fn(x):
+        return jax.lax.fori_loop(0, 3, lambda i, x: model.apply(params, x), x)
+    region = [n.regions[0] for n in recognize(rlx_jax.trace(fn, X)).nodes if n.regions]
+    assert [r.op_counts().get("Lstm") for r in region] == [1]
+    jf = rlx_jax.jit(fn, backend=backend)
+    if backend == "coreml":
+        mil = jf.lower(X).op_counts(level="backend")
+        assert mil.get("lstm") == 1 and mil.get("while_loop") == 1, mil
+    np.testing.assert_allclose(jf(X), jax.jit(fn)(X), rtol=1e-5, atol=1e-5)
