@@ -30,19 +30,16 @@ def _lift(t, seq_axis):
     return t.reshape(t.shape[:1] + (1,) * (-seq_axis - 2) + t.shape[1:])
 
 
-def _halves(t, h):
-    return (t, t) if t.shape[-1] == h else (t[..., :h], t[..., h:])
-
-
 def rope_ref(x, *tables, traditional=False, seq_axis=-2):
     cos, sin = (_lift(t, seq_axis) for t in rope_tables_of(x, tables, seq_axis))
     h = x.shape[-1] // 2
     if traditional:
         x1, x2 = x[..., ::2], x[..., 1::2]
         return jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape)
-    (c1, c2), (s1, s2) = _halves(cos, h), _halves(sin, h)
     x1, x2 = x[..., :h], x[..., h:]
-    return jnp.concatenate([x1 * c1 - x2 * s1, x2 * c2 + x1 * s2], axis=-1)
+    if cos.shape[-1] != h:        # full width: the same values as the halves' formula
+        return x * cos + jnp.concatenate([-x2, x1], axis=-1) * sin
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
 def rope_backward_ref(dy, *tables, traditional=False, seq_axis=-2):
