@@ -55,6 +55,16 @@ def tables(n, d, twice, pos=None, einsum=False):
     return jnp.cos(f), jnp.sin(f)
 
 
+def hf_flax_llama(x, position_ids):
+    """transformers' FlaxLlamaRotaryEmbedding: a [P, 1, 2D] sin|cos table gathered by
+    position_ids [B, S], split, then apply_rotary_pos_emb's x * cos + rotate_half(x) * sin."""
+    inv = 1.0 / (10000 ** (np.arange(0, D, 2) / D))
+    emb = np.concatenate([np.outer(np.arange(16), inv)] * 2, -1).astype(np.float32)
+    sincos = jnp.asarray(np.concatenate([np.sin(emb)[:, None], np.cos(emb)[:, None]], -1))
+    sin_pos, cos_pos = jnp.split(sincos[position_ids], 2, axis=-1)
+    return x * cos_pos + rotate_half(x) * sin_pos
+
+
 def in_program(form, twice, bshd, **kw):
     def fn(x):
         c, s = tables(S, D, twice, **kw)
@@ -84,16 +94,25 @@ FORMS = {   # name: (fn, args, op counts after recognition; None: left alone)
                           (XS, np.arange(S, dtype=np.float32) + 3),
                           {"Activation": 2, "Binary": 6, "Concat": 1, "Expand": 2, "Iota": 1,
                            "Rope": 1}),
+    # tables with rows per batch element [B, S, 1, D]; HF's flax LLaMA gathers them from its
+    # sin|cos table by position_ids and splits them
+    "full_bshd_rows_per_batch": (full, (XS, np.repeat(CF[None, :, None], B, 0),
+                                        np.repeat(SF[None, :, None], B, 0)), {"Rope": 1}),
+    "pairs_bshd_rows_per_batch": (pairs, (XS, np.repeat(CH[None, :, None], B, 0),
+                                          np.repeat(SH[None, :, None], B, 0)), {"Rope": 1}),
+    "hf_flax_llama": (hf_flax_llama, (XS, np.tile(np.arange(S, dtype=np.int32), (B, 1))),
+                      {"Gather": 1, "Rope": 1, "Slice": 2,     # and the index's clamp:
+                       "Binary": 1, "Compare": 1, "Expand": 1, "Where": 1}),
     # near misses: the sign of sin, halves swapped without the negation, a pair order that is
-    # no rotation, tables per batch row, a rotation about another axis than the last
+    # no rotation, tables that broadcast x to a larger shape
     "wrong_sign": (lambda x, c, s: x * c - rotate_half(x) * s, (XB, CF, SF), None),
     "swap_no_neg": (lambda x, c, s: x * c + jnp.concatenate(
         [x[..., D // 2:], x[..., :D // 2]], -1) * s, (XB, CF, SF), None),
     "pairs_no_rotation": (lambda x, c, s: jnp.stack(
         [x[..., ::2] * c - x[..., 1::2] * s, x[..., ::2] * s - x[..., 1::2] * c],
         -1).reshape(x.shape), (XB, CH, SH), None),
-    "batch_tables": (full, (XS, np.repeat(CF[None, :, None], B, 0),
-                            np.repeat(SF[None, :, None], B, 0)), None),
+    "tables_broadcast_x": (full, (XB[0, 0], CF[None].repeat(2, 0), SF[None].repeat(2, 0)),
+                           None),
 }
 
 

@@ -5,11 +5,12 @@ forms (passes/pattern_rope.py).
 Operands: x[..., D] and either the tables cos, sin [S, D/2] (the two halves, or the pairs,
 share them) or [S, D] (rotate-half only: the lower half of the output reads the tables' first
 half, the upper half their second, which is `x * cos + rotate_half(x) * sin` for any tables),
-or one frequency vector inv_freq [D/2], the tables then being cos / sin of
-`arange(S)[:, None] * inv_freq[None, :]` computed in inv_freq's dtype. Attributes:
-`traditional` (rotate the pairs x[..., 0::2], x[..., 1::2] instead of the halves; half-width
-tables or frequencies only) and `seq_axis` (the negative axis of x the table rows run along:
--2 for x[..., S, D], -3 for x[..., S, H, D]).
+each also as a table of x's rank broadcast against x[..., W] (rows per batch element:
+[B, S, 1, W] against x[B, S, H, D]), or one frequency vector inv_freq [D/2], the tables then
+being cos / sin of `arange(S)[:, None] * inv_freq[None, :]` computed in inv_freq's dtype.
+Attributes: `traditional` (rotate the pairs x[..., 0::2], x[..., 1::2] instead of the halves;
+half-width tables or frequencies only) and `seq_axis` (the negative axis of x the rows of a
+[S, W] table run along: -2 for x[..., S, D], -3 for x[..., S, H, D]).
 """
 import jax.numpy as jnp
 
@@ -27,6 +28,8 @@ def rope_tables_of(x, tables, seq_axis):
 
 def _lift(t, seq_axis):
     """A table [S, W] as [S, 1, ..., 1, W], its rows on x's axis seq_axis."""
+    if t.ndim != 2:
+        return t
     return t.reshape(t.shape[:1] + (1,) * (-seq_axis - 2) + t.shape[1:])
 
 
@@ -62,5 +65,9 @@ def rope_shapes_ok(x, tables, traditional, seq_axis):
         return tables[0].shape == (d // 2,) and tables[0].dtype == x.dtype
     cos, sin = tables
     widths = (d // 2,) if traditional else (d // 2, d)
-    return cos.shape == sin.shape and cos.ndim == 2 and cos.shape[1] in widths and \
-        cos.shape[0] == x.shape[seq_axis] and cos.dtype == sin.dtype == x.dtype
+    if cos.shape != sin.shape or cos.shape[-1] not in widths or \
+            not cos.dtype == sin.dtype == x.dtype:
+        return False
+    if cos.ndim == 2:
+        return cos.shape[0] == x.shape[seq_axis]
+    return cos.ndim == x.ndim and all(c in (1, n) for c, n in zip(cos.shape, x.shape[:-1]))

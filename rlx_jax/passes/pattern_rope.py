@@ -12,8 +12,10 @@ x2 = x[..., h:]:
       jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape)
 the tables with x's rank or fewer axes, size 1 but on one axis besides the last: that axis
 becomes the node's seq_axis ([S, D] against x[..., S, D]: -2; [S, 1, D] against
-x[B, S, H, D]: -3; [1, 1, S, D] ...); and each form's jax.vjp in x (the tables constant) as
-RopeBackward. Tables of another shape (per batch row: [B, S, 1, D]) are left alone.
+x[B, S, H, D]: -3; [1, 1, S, D] ...), or with x's rank and rows per batch element
+([B, S, 1, D], HF's flax LLaMA: its table gathered by position_ids), taken as they are; and
+each form's jax.vjp in x (the tables constant) as RopeBackward. Tables that broadcast x to a
+larger shape are left alone.
 
 When the tables are cos / sin of positions * inverse frequencies computed in the program
 (TABLES: `pos[:, None] * inv_freq[None, :]`, `jnp.outer` or `jnp.einsum("i,j->ij", ...)`,
@@ -166,11 +168,15 @@ def _replace(kind, traditional):
         x = o["x"] if kind is K.Rope else o["dy"]
         cos, sin = o["cos"], o["sin"]
         axis = _table_axis(x, cos)
-        if root.shape != x.shape or cos.shape != sin.shape or axis is None:
+        if root.shape != x.shape or cos.shape != sin.shape:
             return None
+        if axis is None:              # rows per batch element ([B, S, 1, W]): as they are
+            tables, axis = (cos, sin), -2
+            return b.add(kind, (x, *tables), {"traditional": traditional, "seq_axis": axis}) \
+                if rope_shapes_ok(x, tables, traditional, axis) else None
         seq, width = x.shape[axis], cos.shape[-1]
         for tables in (_frequencies(cos, sin, seq), (cos, sin)):
-            if tables is None or len(tables) == 2 and cos.dtype != x.dtype:
+            if tables is None:
                 continue
             tables = tuple(b.reshape(_unbroadcast(t), (seq, width)) for t in tables) \
                 if len(tables) == 2 else tables

@@ -98,7 +98,8 @@ def _attention_rule(ctx, node, q, k, v, *mask):
 def _rope_tables(x, cos, sin, traditional, seq_axis):
     """The composition of nn/rotary.py's formula for runtime tables [S, D/2] or [S, D]."""
     h, lift = x.shape[-1] // 2, (1,) * (-seq_axis - 2)
-    cos, sin = (t.reshape(t.shape[:1] + lift + t.shape[1:]) for t in (cos, sin))
+    cos, sin = (t.reshape(t.shape[:1] + lift + t.shape[1:]) if t.ndim == 2 else t
+                for t in (cos, sin))
     if traditional:
         x1, x2 = x[..., ::2], x[..., 1::2]
         return mx.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).reshape(x.shape)

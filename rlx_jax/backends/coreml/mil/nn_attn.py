@@ -133,8 +133,9 @@ def _rope_tables(ctx, node, tables):
     if len(tables) == 1:     # (static sizes: Rope is not in mil/dynamic.py's SYMBOLIC_KINDS)
         ang = mb.mul(x=ctx.const(np.arange(s)[:, None], ctx.np_dtype(tables[0])), y=tables[0])
         tables = (mb.cos(x=ang), mb.sin(x=ang))
-    k = -a["seq_axis"] - 2
-    axes = list(range(1, k + 1)) + ([k + 2] if a["traditional"] else [])
+    k, rank = -a["seq_axis"] - 2, node.inputs[1].ndim
+    axes = list(range(1, k + 1)) + ([k + 2] if a["traditional"] else []) if rank <= 2 else \
+        [rank] * a["traditional"]                  # a table of x's rank: not lifted
     out = tuple(mb.expand_dims(x=t, axes=ctx.ints(axes)) if axes else t for t in tables)
     memo[key] = (out, tables)       # (the operands kept alive: their ids stay theirs)
     return out
@@ -143,7 +144,8 @@ def _rope_tables(ctx, node, tables):
 def _rope(ctx, node, x, tables, backward):
     """Rotate-half: split, 4 mul, sub, add, concat (8 ops); full-width tables: x·cos +
     concat(−x2, x1)·sin, backward dy·cos + concat(v2, −v1) with v = dy·sin (6 ops); the pairs:
-    a reshape to [..., D/2, 2] around the 8 (10 ops). The backward rotates by −angle."""
+    a reshape to [..., D/2, 2] around the 8 (10 ops; the tables' expand_dims: 12). The
+    backward rotates by −angle."""
     mb, shape = ctx.mb, node.inputs[0].shape
     cos, sin = _rope_tables(ctx, node, tables)
     if node.attrs["traditional"]:
