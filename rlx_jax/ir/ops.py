@@ -59,6 +59,7 @@ class OpKind(enum.Enum):
     LoraMatMul = "LoraMatMul"
     DequantMatMul = "DequantMatMul"          # rlx_jax extension semantics (reference_quant.py)
     SoftmaxCrossEntropyWithLogits = "SoftmaxCrossEntropyWithLogits"
+    SoftmaxCrossEntropy = "SoftmaxCrossEntropy"      # dense labels (ir/reference_xent.py)
     # autodiff backward
     ReluBackward = "ReluBackward"
     ActivationBackward = "ActivationBackward"
@@ -73,6 +74,8 @@ class OpKind(enum.Enum):
     AttentionBackward = "AttentionBackward"
     RopeBackward = "RopeBackward"
     SoftmaxCrossEntropyBackward = "SoftmaxCrossEntropyBackward"
+    # rlx_jax extension semantics: SoftmaxCrossEntropy's gradient (ir/reference_xent.py)
+    SoftmaxCrossEntropyDenseBackward = "SoftmaxCrossEntropyDenseBackward"
     AdaLayerNormBackward = "AdaLayerNormBackward"
     GatedResidualBackward = "GatedResidualBackward"
     MaxPool2dBackward = "MaxPool2dBackward"
@@ -204,6 +207,7 @@ FORWARD = frozenset({
     OpKind.Rope, OpKind.AdaLayerNorm, OpKind.GatedResidual,
     OpKind.LoraMatMul, OpKind.DequantMatMul,
     OpKind.SoftmaxCrossEntropyWithLogits,
+    OpKind.SoftmaxCrossEntropy,       # by recognition only (passes/pattern_xent.py)
     # by recognition only (passes/recognize_rnn.py; ir/reference_rnn.py)
     OpKind.Lstm, OpKind.Gru, OpKind.Rnn,
 })

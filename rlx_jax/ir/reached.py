@@ -71,6 +71,9 @@ REACHED = {
         "rlx_softmax_cross_entropy_with_logits",
         _NN.format("softmax_cross_entropy_with_logits") + "; "
         "`optax.softmax_cross_entropy_with_integer_labels` " + _PATTERN),
+    K.SoftmaxCrossEntropy: ("", "`optax.softmax_cross_entropy` with probability labels (or "
+                                "`-jnp.sum(labels * jax.nn.log_softmax(logits), -1)`), "
+                                "recognized (passes/pattern_xent.py)"),
     K.ReluBackward: ("rlx_relu_backward", _NN_GRAD.format("relu")),
     K.ActivationBackward: ("rlx_activation_backward", _NN_GRAD.format("activation") + "; "
                            "`jax.grad` of `jax.nn.gelu` / `silu` " + _PATTERN),
@@ -95,6 +98,9 @@ REACHED = {
     K.SoftmaxCrossEntropyBackward: (
         "rlx_softmax_cross_entropy_backward",
         _NN_GRAD.format("softmax_cross_entropy_with_logits") + "; " + _PATTERN),
+    K.SoftmaxCrossEntropyDenseBackward: ("", "`jax.grad` of `optax.softmax_cross_entropy` "
+                                             "w.r.t. the logits, recognized "
+                                             "(passes/pattern_xent.py)"),
     K.AdaLayerNormBackward: ("rlx_ada_layer_norm_backward", _NN_GRAD.format("ada_layer_norm")),
     K.GatedResidualBackward: ("rlx_gated_residual_backward",
                               _NN_GRAD.format("gated_residual")),

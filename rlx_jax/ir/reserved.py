@@ -72,8 +72,6 @@ RESERVED = {
     "BatchNormInferenceBackwardBeta": "`jax.grad` through BatchNormInference, recognized as "
                                       "the other norms' backward kinds are",
     "AxialRope2d": "2-D rotary embeddings of vision transformers: a Rope pattern over two axes",
-    "SoftmaxCrossEntropy": "`optax.softmax_cross_entropy` with probability labels (the integer-"
-                           "label form is SoftmaxCrossEntropyWithLogits)",
     "FusedAttentionBlock": _FUSION + " (attention with its projections)",
     "FusedTransformerLayer": _FUSION + " (a whole transformer layer)",
     "FusedSwiGLU": _FUSION + " (`silu(x @ w1) * (x @ w3)`)",

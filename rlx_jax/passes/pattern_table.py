@@ -9,6 +9,7 @@ from ..ir.ops import OpKind as K
 from .pattern_quant import QUANT_PATTERNS
 from .pattern_refs import R
 from .pattern_rope import ROPE_PATTERNS
+from .pattern_xent import XENT_PATTERNS
 from .patterns import Pattern
 
 __all__ = ["PATTERNS", "R", "emit", "emitted"]
@@ -226,6 +227,7 @@ PATTERNS = [
     *_fwd_bwd("rms", "rms_vjp", RMS_FWD, RMS_DX, RMS_DG),
     *_fwd_bwd("rms_jnp", "rms_jnp_vjp", RMS_FWD, RMS_DX, RMS_DG),
     *_fwd_bwd("sce", "sce_vjp", _sce, _sce_grad),
+    *XENT_PATTERNS,          # before log_softmax's: its gradient is a part of theirs
     *_fwd_bwd("gelu_tanh", "gelu_tanh_vjp", _act("gelu_tanh"), _act_grad("gelu_tanh")),
     *_fwd_bwd("gelu", "gelu_vjp", _act("gelu"), _act_grad("gelu")),
     *_fwd_bwd("silu", "silu_vjp", _act("silu"), _act_grad("silu")),
