@@ -4,6 +4,9 @@ the interleaved pairs; x as [B, S, H, D] and [B, H, S, D]; tables passed in or c
 program from arange(S) * inv_freq) becomes one node, its jax.grad one RopeBackward, with exact
 op counts; near misses stay primitives; values equal jax.jit and jax.grad on every backend; MLX
 lowers the frequency form with mx.fast.rope; a LLaMA-style attention block end to end."""
+import importlib.util
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -122,6 +125,41 @@ def bf16_tables(x):
     return full(x, *(t[:, None].astype(x.dtype) for t in tables(S, D, True)))
 
 
+def eqx_rope(bshd, theta=10000.0):
+    """equinox's RotaryPositionalEmbedding on each head of a batch, as attention code maps it
+    (its tables are constants computed at trace time)."""
+    import equinox as eqx
+    rope = eqx.nn.RotaryPositionalEmbedding(D, theta=theta)
+    per_sequence = jax.vmap(rope, in_axes=1, out_axes=1) if bshd else jax.vmap(rope)
+    return lambda x: jax.vmap(per_sequence)(x)
+
+
+if importlib.util.find_spec("equinox"):      # the frequency form
+    FORMS.update({"eqx_bshd": (eqx_rope(True), (XS,), {"Rope": 1}),
+                  "eqx_bhsd": (eqx_rope(False), (XB,), {"Rope": 1})})
+
+
+def test_equinox_tables_of_another_theta():
+    """equinox caches its tables per (size, dtype) whatever the theta: tables baked in with
+    another theta than 10000 are not taken for theta 10000's (BSHD: left alone; BHSD: the
+    plain formula, Rope on the tables), and values equal JAX's."""
+    eqx = pytest.importorskip("equinox")
+    cache = sys.modules[eqx.nn.RotaryPositionalEmbedding.__module__].internal_rope_embedding_cache
+    saved = dict(cache)
+    cache.clear()
+    try:
+        for bshd, x, want in ((True, XS, None), (False, XB, {"Rope": 1, "Expand": 2,
+                                                              "Reshape": 2})):
+            fn = eqx_rope(bshd, theta=500.0)
+            got = _counts(fn, (x,))
+            assert got == (want or rlx_jax.trace(fn, x).op_counts()), got
+            np.testing.assert_allclose(_np(rlx_jax.jit(fn, backend="xla")(x)), jax.jit(fn)(x),
+                                       rtol=1e-6, atol=1e-6)
+    finally:
+        cache.clear()
+        cache.update(saved)
+
+
 def _counts(fn, args, **kw):
     return recognize(rlx_jax.trace(fn, *args, **kw)).op_counts()
 
@@ -180,7 +218,8 @@ def fast_rope_calls(monkeypatch):
 
 
 @pytest.mark.parametrize("name, used", [("full_freqs_bshd", True), ("pairs_freqs_bhsd", True),
-                                        ("full_bshd", False), ("full_positions_in", False)])
+                                        ("eqx_bshd", True), ("full_bshd", False),
+                                        ("full_positions_in", False)])
 def test_mlx_lowers_the_frequency_form_with_fast_rope(name, used, fast_rope_calls):
     """The frequency form (tables from arange(S) * inv_freq) runs mx.fast.rope forward (scale
     1) and backward (scale -1, the negated angles); runtime tables keep the composition."""

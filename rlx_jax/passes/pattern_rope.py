@@ -23,6 +23,8 @@ concatenated with itself for the full width) and the positions are `arange(S)` (
 an integer iota cast to float32), the node takes inv_freq itself (the frequency form, which
 MLX lowers with mx.fast.rope); otherwise it takes the tables as they are.
 """
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,6 +76,11 @@ def _example(width):
     return example
 
 
+def _fill_x(bound):
+    x = bound.get("x", bound.get("dy"))
+    return None if x is None else {"x": x, "dy": x}
+
+
 def _fill(bound):
     """x and dy have one type (the backward's match binds dy, not x); cos, sin must be bound."""
     x = bound.get("x", bound.get("dy"))
@@ -96,6 +103,61 @@ for _key, (_name, _fn, _width, _) in FORMS.items():
     R[_key] = Reference(f"rope {_name}", _fn, ("x", "cos", "sin"), _example(_width), **_kw)
     R[_key + "_vjp"] = Reference(f"vjp(rope {_name})", _with_vjp(_fn), ("x", "cos", "sin", "dy"),
                                  _example(_width), fill=_fill, **_kw)
+
+
+# ---- equinox nn.RotaryPositionalEmbedding(D) (theta 10000) on each head of a batch: its
+# tables are constants (computed at trace time), so its match binds x alone ----
+def _eqx(bshd):
+    """The module vmapped over the heads (axis 1 of x[S, H, D], or axis 0 of x[H, S, D]) and
+    the batch, as attention code calls it. equinox caches its tables per (size, dtype) in a
+    module global, whatever the theta: the template is traced with that cache emptied, so its
+    constants are theta 10000's and the exact match compares the user's with them."""
+    def fn(x):
+        import equinox as eqx
+        cache = sys.modules[eqx.nn.RotaryPositionalEmbedding.__module__] \
+            .internal_rope_embedding_cache
+        saved = dict(cache)
+        cache.clear()
+        try:
+            rope = eqx.nn.RotaryPositionalEmbedding(x.shape[-1])
+            per_sequence = jax.vmap(rope, in_axes=1, out_axes=1) if bshd else jax.vmap(rope)
+            return (jax.vmap(per_sequence)(x),)
+        finally:
+            cache.clear()
+            cache.update(saved)
+    return fn
+
+
+def _eqx_example(bshd):
+    shape = (2, 5, 3, 8) if bshd else X
+    return lambda r: {"x": (shape, F32), "dy": (shape, F32)}
+
+
+for _bshd in (True, False):
+    _key, _kw = f"eqx_{'bshd' if _bshd else 'bhsd'}", dict(ranks=(4,), trigger={(K.Concat, None)})
+    _name = f"equinox RotaryPositionalEmbedding(theta=10000) ({_key[4:]})"
+    R[_key] = Reference(_name, _eqx(_bshd), ("x",), _eqx_example(_bshd), **_kw)
+    R[_key + "_vjp"] = Reference(f"vjp({_name})",
+                                 lambda x, dy, _f=_eqx(_bshd): _with_vjp(
+                                     lambda v, c, s: _f(v))(x, None, None, dy),
+                                 ("x", "dy"), _eqx_example(_bshd), fill=_fill_x, **_kw)
+
+
+def _eqx_replace(kind, seq_axis):
+    """Rope's frequency form with equinox's inv_freq, computed by its own expression (the same
+    float32 values); one Constant per D in the graph, which every node shares."""
+    def replace(b, o, p, root):
+        x = o["x"] if kind is K.Rope else o["dy"]
+        d = x.shape[-1]
+        if root.shape != x.shape or x.dtype != F32 or d % 2:
+            return None
+        memo = b.__dict__.setdefault("rope_inv_freq", {})
+        if d not in memo:
+            with jax.ensure_compile_time_eval():
+                memo[d] = b.const(np.asarray(1.0 / (10000.0 ** (jnp.arange(0.0, d, 2) / d)),
+                                             F32))
+        return b.add(kind, (x, memo[d]), {"traditional": False, "seq_axis": seq_axis})
+    return replace
 
 
 # ---- the tables from positions and inverse frequencies: fn(pos, inv) -> (cos, sin) ----
@@ -186,8 +248,13 @@ def _replace(kind, traditional):
     return replace
 
 
-# reference, output, replacement: each form alone, then with its jax.vjp
+# reference, output, replacement: equinox's module first (its constants), then each form
+# alone and with its jax.vjp
 ROPE_PATTERNS = [
+    pat for key, axis in (("eqx_bshd", -3), ("eqx_bhsd", -2)) for pat in (
+        Pattern(R[key], 0, _eqx_replace(K.Rope, axis)),
+        Pattern(R[key + "_vjp"], 0, _eqx_replace(K.Rope, axis)),
+        Pattern(R[key + "_vjp"], 1, _eqx_replace(K.RopeBackward, axis)))] + [
     pat for key, (_, _, _, trad) in FORMS.items() for pat in (
         Pattern(R[key], 0, _replace(K.Rope, trad)),
         Pattern(R[key + "_vjp"], 0, _replace(K.Rope, trad)),
