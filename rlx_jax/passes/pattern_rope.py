@@ -21,7 +21,9 @@ When the tables are cos / sin of positions * inverse frequencies computed in the
 (TABLES: `pos[:, None] * inv_freq[None, :]`, `jnp.outer` or `jnp.einsum("i,j->ij", ...)`,
 concatenated with itself for the full width) and the positions are `arange(S)` (an iota, or
 an integer iota cast to float32), the node takes inv_freq itself (the frequency form, which
-MLX lowers with mx.fast.rope); otherwise it takes the tables as they are.
+MLX lowers with mx.fast.rope); otherwise it takes the tables as they are. equinox's
+nn.RotaryPositionalEmbedding (theta 10000) on each head of a batch bakes its tables into the
+program as constants: its own code is the template, and the frequency form its inv_freq.
 """
 import sys
 
