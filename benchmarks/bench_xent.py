@@ -40,7 +40,7 @@ def programs(batch, classes, seed=0):
             "value_and_grad": (jax.value_and_grad(loss), (logits, labels))}
 
 
-def mlx_row(name, fn, args, runs, rounds):
+def mlx_row(name, fn, args, runs, rounds, kinds=KINDS):
     import mlx.core as mx
     margs = jax.tree.map(lambda a: mx.array(np.asarray(a)), args)
     lowered = {rec: rlx_jax.jit(fn, backend="mlx", recognize=rec, output="native").lower(*args)
@@ -49,14 +49,14 @@ def mlx_row(name, fn, args, runs, rounds):
     ir, prims, nodes = ({rec: sum(count(lo).values()) for rec, lo in lowered.items()}
                         for count in (lambda lo: lo.op_counts(),
                                       lambda lo: lo.op_counts(level="backend"),
-                                      lambda lo: {k: lo.op_counts().get(k, 0) for k in KINDS}))
+                                      lambda lo: {k: lo.op_counts().get(k, 0) for k in kinds}))
     for c in compiled.values():
         median_call(c, margs, 2)                         # warm-up
     # interleaved rounds, so drift hits both programs alike
     times = [[median_call(compiled[rec], margs, runs) for rec in (True, False)]
              for _ in range(rounds)]
     on, off = (min(col) * 1e3 for col in zip(*times))
-    print(f"  {name:<15} xent nodes {nodes[True]} / {nodes[False]}   IR ops {ir[True]:4d} / "
+    print(f"  {name:<15} nodes {nodes[True]} / {nodes[False]}   IR ops {ir[True]:4d} / "
           f"{ir[False]:4d}   MLX primitives {prims[True]:4d} / {prims[False]:4d}   call "
           f"{on:8.3f} ms / {off:8.3f} ms   ratio {on / off:.2f}")
     got = [jax.tree.leaves(c(*margs)) for c in compiled.values()]

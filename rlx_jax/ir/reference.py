@@ -20,6 +20,7 @@ from .reference_optim import OPTIM_REFERENCE
 from .reference_rnn import RNN_REFERENCE
 from .reference_quant import QUANT_REFERENCE
 from .reference_xent import XENT_REFERENCE
+from .reference_sgd import SGD_REFERENCE
 from ..tables import rule_table
 from .interpret import interpret
 from ..jax_internals import module
@@ -355,6 +356,7 @@ def threefry2x32(k1, k2, x1, x2):
 
 reference(K.HostPrimitive)(host.bind)
 _TABLES = {**LINALG_REFERENCE, **COLLECTIVE_REFERENCE, **OPTIM_REFERENCE,   # literal tables
-           **QUANT_REFERENCE, **RNN_REFERENCE, **XENT_REFERENCE}
+           **QUANT_REFERENCE, **RNN_REFERENCE, **XENT_REFERENCE,
+           **SGD_REFERENCE}
 for _kind, _ref in _TABLES.items():
     reference(_kind)(_ref)

@@ -1,7 +1,8 @@
 """Recognition (run on the traced graph): high-level formulas and their JAX gradients as RLX's
 forward and backward kinds (generated patterns: passes/patterns.py, passes/pattern_table.py),
-optax's Adam step as AdamUpdate (passes/recognize_optim.py), flax's recurrent cells under a
-scan as Lstm (passes/recognize_rnn.py), then JAX's own autodiff output as
+optax's Adam step as AdamUpdate (passes/recognize_optim.py), its SGD step with momentum as
+SgdMomentumUpdate (passes/recognize_sgd.py), flax's recurrent cells under a scan as Lstm
+(passes/recognize_rnn.py), then JAX's own autodiff output as
 RLX backward kinds:
 
   SelectAndScatterAdd[select_prim=ge] on a rank-4 operand        -> MaxPool2dBackward
@@ -31,6 +32,7 @@ from .patterns import F32, is_float, match, signature, terms
 from ..numpy_rules import with_own_numpy_rules
 from .recognize_optim import recognize_optimizers
 from .recognize_rnn import recognize_rnn
+from .recognize_sgd import recognize_sgd
 
 RECOGNIZERS, recognizer = rule_table("RECOGNIZERS")
 
@@ -41,7 +43,7 @@ def recognize(graph, patterns=True):
     (see module doc); `patterns=False` skips the generated patterns. The patterns' formulas
     are traced under JAX's default numpy rules (numpy_rules.py)."""
     if patterns:
-        graph = recognize_optimizers(recognize_patterns(recognize_rnn(graph)))
+        graph = recognize_sgd(recognize_optimizers(recognize_patterns(recognize_rnn(graph))))
     def replace(b, n, ins):
         rec = RECOGNIZERS.get(n.kind)
         cand = rec(n) if rec is not None else None

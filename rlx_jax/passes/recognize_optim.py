@@ -179,14 +179,12 @@ def _graphs(graph):
             yield from _graphs(r)
 
 
-def _hoist_step(g, leaves):
+def hoist_step(g, step, outs):
     """Moves the computation of a scheduled group's step size (the schedule, from its own
-    count) before the group's first result in `g`'s node order, where the AdamUpdate will
-    stand, when it depends on nothing computed after that point (the schedule reads only its
-    count): the order of independent nodes does not change what the graph computes."""
-    step = leaves[0].bound["step"]
+    count) before the group's first result (of `outs`) in `g`'s node order, where the update
+    node will stand, when it depends on nothing computed after that point (the schedule reads
+    only its count): the order of independent nodes does not change what the graph computes."""
     pos = {id(n): i for i, n in enumerate(g.nodes)}
-    outs = [v for lf in leaves for v in (lf.p_new, lf.mu_new, lf.nu_new, lf.count_new)]
     if step.node is None or id(step.node) not in pos or any(id(v.node) not in pos
                                                              for v in outs):
         return
@@ -214,7 +212,8 @@ def recognize_optimizers(graph):
         found = find_groups(g)
         for leaves in found:
             if "step" in leaves[0].bound:
-                _hoist_step(g, leaves)
+                hoist_step(g, leaves[0].bound["step"], [
+                    v for lf in leaves for v in (lf.p_new, lf.mu_new, lf.nu_new, lf.count_new)])
         groups += found
     if not groups:
         return graph
@@ -225,6 +224,23 @@ def recognize_optimizers(graph):
         for j, leaf in enumerate(leaves):
             for r, v in enumerate((leaf.p_new, leaf.mu_new, leaf.nu_new)):
                 slots[v.id] = (gi, 1 + r * k + j)
+    def adam_node(gi):
+        leaves = groups[gi]
+        scheduled = "step" in leaves[0].bound
+        olds = [leaves[0].bound["count"]] + ([leaves[0].bound["step"]] if scheduled else [])
+        olds += [lf.bound[name] for name in ("p", "g", "mu", "nu") for lf in leaves]
+        p = leaves[0].params
+        return K.AdamUpdate, olds, {
+            "lr": None if scheduled else -p["nlr"], "b1": p["b1"], "b2": p["b2"],
+            "eps": p["eps"], "eps_root": 0.0, "weight_decay": p.get("wd", 0.0)}
+    return replace_groups(graph, slots, adam_node)
+
+
+def replace_groups(graph, slots, node_of):
+    """`graph` with the values of `slots` ({user value id: (group, result index)}) replaced by
+    the results of one node per group, `node_of(group) -> (kind, user operands, attrs)`,
+    emitted where the group's first result was; a group with an operand computed later is
+    left as it is."""
     made, refused = {}, set()
 
     def replace(b, n, ins):
@@ -234,19 +250,13 @@ def recognize_optimizers(graph):
         if gi in refused:
             return None
         if gi not in made:
-            leaves = groups[gi]
-            scheduled = "step" in leaves[0].bound
-            olds = [leaves[0].bound["count"]] + ([leaves[0].bound["step"]] if scheduled else [])
-            olds += [lf.bound[name] for name in ("p", "g", "mu", "nu") for lf in leaves]
+            kind, olds, attrs = node_of(gi)
             try:
                 operands = [b.value_of(v) for v in olds]
             except KeyError:                   # an operand is computed later: leave the group
                 refused.add(gi)
                 return None
-            p = leaves[0].params
-            made[gi] = b.add(K.AdamUpdate, operands, {
-                "lr": None if scheduled else -p["nlr"], "b1": p["b1"], "b2": p["b2"],
-                "eps": p["eps"], "eps_root": 0.0, "weight_decay": p.get("wd", 0.0)})
+            made[gi] = b.add(kind, operands, attrs)
         return made[gi][index]
     new, count = rewrite(graph, replace, "recognising optimizer updates")
     return dce(new).verify() if count else graph

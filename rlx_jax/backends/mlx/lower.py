@@ -15,6 +15,7 @@ from . import rules_collectives, rules_optim, rules_reduce, rules_shape  # noqa:
 from . import prepack, rules_quant  # noqa: F401
 from . import rules_rnn  # noqa: F401
 from . import rules_xent  # noqa: F401
+from . import rules_sgd  # noqa: F401
 from . import complex_values, rules_linalg
 from ...placement.partition import value_reasons
 from .rules_control import has_host, plan

@@ -49,3 +49,4 @@ def _reduce_precision(b, node, x):
 from . import norms, activations, autodiff, keys, optim, quant  # noqa: E402,F401  (the families)
 from . import rnn  # noqa: E402,F401  (the recurrent kinds)
 from . import xent  # noqa: E402,F401  (dense-label cross-entropy)
+from . import sgd  # noqa: E402,F401  (optax sgd with momentum)

@@ -5,3 +5,4 @@ from . import nn, nn_attn, nn_conv, optim, special  # noqa: F401
 from . import quant  # noqa: F401
 from . import rnn  # noqa: F401
 from . import xent  # noqa: F401
+from . import sgd  # noqa: F401
