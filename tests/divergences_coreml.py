@@ -11,6 +11,9 @@ device. No case has a looser tolerance."""
 from .op_table import Expect
 
 BF16 = 'Core ML has no bfloat16 tensors: ops on them run on the host'
+BF16_BOUNDARY = ('a bfloat16 argument read only by casts, or a bfloat16 result made by a cast, '
+                 'travels as float32 on the device (converted on the host; '
+                 'backends/coreml/passes/bfloat16.py)')
 # uint32 / int64 / uint64 arguments are taken to hold int32-range values (checked at call
 # time); what is computed from them runs on the host where it may leave int32 range
 NARROW = 'Core ML integers are int32: uint32/int64/uint64 arguments are narrowed to int32 range, '
@@ -48,6 +51,12 @@ DTYPE_DIVERGENCES = {
 }
 
 DIVERGENCES = {
+    # bfloat16 only at the program's boundary: the whole case runs on the device
+    'convert_f32_to_bf16': Expect(reason=BF16_BOUNDARY),
+    'convert_bf16_to_f32': Expect(reason=BF16_BOUNDARY),
+    'convert_f16_to_bf16': Expect(reason=BF16_BOUNDARY),
+    'reduce_sum_bf16': Expect(reason=BF16_BOUNDARY),      # jnp.sum accumulates in float32
+    'reduce_prod_bf16': Expect(reason=BF16_BOUNDARY),
     'cholesky_f32': Expect(reason=LINALG, host=True),
     'cholesky_batched_f32': Expect(reason=LINALG, host=True),
     'triangular_solve_llo_f32': Expect(reason=LINALG, host=True),
