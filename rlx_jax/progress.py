@@ -1,5 +1,5 @@
 """Progress of long compiles, shown the way the ecosystem shows it: a `tqdm` bar on stderr
-(tqdm comes with coremltools) that appears only once the work has run DELAY_S seconds and is
+(tqdm is a dependency) that appears only once the work has run DELAY_S seconds and is
 cleared when it ends, so a long compile shows progress and a short one prints nothing.
 
 On when `RLX_JAX_PROGRESS=1`, off when `=0`; unset, on only when stderr is a terminal (never
