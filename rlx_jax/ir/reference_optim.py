@@ -7,7 +7,8 @@ share the step count:
 
     operands  count (int32 scalar: the state's count before the step), [step: the float32
               step size, when lr is None], p_1..p_k, g_1..g_k, mu_1..mu_k, nu_1..nu_k (each
-              leaf's p, g, mu and nu of one shape and float dtype)
+              leaf's p, g, mu and nu of one shape; p, g and nu of one float dtype, mu of
+              that or another: optax's mu_dtype)
     attrs     lr, b1, b2, eps, eps_root, weight_decay (Python floats, as passed to optax;
               weight_decay 0.0 for adam); lr None: a learning-rate schedule, whose step size
               -schedule(count) the program computes and passes as `step`
@@ -17,10 +18,13 @@ with optax's own formulas, operation for operation (so the rounding is the same)
 
     count' = count + 1, saturating at the int32 maximum (optax.safe_increment)
     mu'    = (1 - b1)·g + b1·mu                 nu' = (1 - b2)·g² + b2·nu
+             (mu' computed in the wider of g's and mu's dtypes, returned in mu's; the update
+             below uses it unrounded, as optax does with a mu_dtype)
     u      = (mu' / (1 - b1^count')) / (sqrt(nu' / (1 - b2^count') + eps_root) + eps)
     p'     = p + (-lr)·u                         (adam)
     p'     = p + (-lr)·(u + weight_decay·p)      (adamw: weight_decay > 0)
     p'     = p + step·(...)                      (a schedule: lr None; step in the leaf's dtype)
+             (p' computed in the wider of p's and mu's dtypes, returned in p's: apply_updates)
 """
 import jax.numpy as jnp
 
@@ -51,8 +55,9 @@ def adam_update(count, *leaves, lr, b1, b2, eps, eps_root, weight_decay=0.0):
         u = (m / bc1.astype(m.dtype)) / (jnp.sqrt(v / bc2.astype(v.dtype) + eps_root) + eps)
         if weight_decay:
             u = u + weight_decay * p
-        new_p.append(p + ((-lr) * u if size is None else size.astype(p.dtype) * u))
-    return (step, *new_p, *mu, *nu)
+        new_p.append((p + ((-lr) * u if size is None else size.astype(u.dtype) * u))
+                     .astype(p.dtype))
+    return (step, *new_p, *(m.astype(old.dtype) for m, old in zip(mu, mus)), *nu)
 
 
 OPTIM_REFERENCE = {

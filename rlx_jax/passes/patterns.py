@@ -248,13 +248,9 @@ class Matcher:
         name = self.variables.get(pn)
         value = un.attrs["value"]
         if name is not None:
-            key = ("var", name)
-            if key in env:
-                return env if _same_attr(env[key].attrs["value"], value) else None
             if value.shape != ():
                 return None
-            env[key] = un
-            return env
+            return _bind_variable(env, name, un)
         if self.exact and not _same_attr(pn.attrs["value"], value):
             return None
         return env
@@ -300,6 +296,23 @@ def variables(graph, params):
             if is_float(v.dtype) and v == np.asarray(marker, v.dtype):
                 out[n] = name
     return out
+
+
+def _bind_variable(env, name, un):
+    """`env` with parameter `name` bound to user Constant `un`, or None where it disagrees.
+    A parameter may stand in a formula at two dtypes (a 16-bit formula's float32 statistics
+    and its rounded 16-bit constant: optax's b1 in a bfloat16 Adam step); each dtype binds on
+    its own, ("var", name, dtype), and ("var", name) is the widest, from which the value is
+    read back (the exact match then checks that the others are its roundings)."""
+    dtype = np.dtype(un.attrs["value"].dtype)
+    key = ("var", name, dtype.name)
+    if key in env:
+        return env if _same_attr(env[key].attrs["value"], un.attrs["value"]) else None
+    env[key] = un
+    widest = env.get(("var", name))
+    if widest is None or np.dtype(widest.attrs["value"].dtype).itemsize < dtype.itemsize:
+        env[("var", name)] = un
+    return env
 
 
 def _bound_to(env, v):

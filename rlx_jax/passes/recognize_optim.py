@@ -18,29 +18,51 @@ the group must exist there, as it does when the update follows the whole gradien
 learning-rate schedule (`optax.adam(optax.warmup_cosine_decay_schedule(...))`, any schedule)
 optax computes the step size -schedule(count) once per update from the schedule's own count;
 that scalar, whatever computes it, becomes the node's operand (lr=None) and the schedule stays
-in primitives. Anything else, `eps_root` other than 0, a weight-decay mask, a `mu_dtype`, is
-not this formula and stays in primitives. `optax.adamw` (its weight decay added to the
-direction before the learning rate, mask=None) is the same kind with `weight_decay`.
+in primitives. Anything else, `eps_root` other than 0, a weight-decay mask, is not this
+formula and stays in primitives. `optax.adamw` (its weight decay added to the direction before
+the learning rate, mask=None) is the same kind with `weight_decay`.
+
+Leaves may be float32, bfloat16 or float16, and `mu_dtype` may store the first moment in
+another float dtype than the parameter's (`optax.adam(lr, mu_dtype=jnp.bfloat16)` over float32
+leaves: mu' is computed in float32 and stored rounded); the templates are traced per
+(parameter dtype, mu dtype) pair the graph's dtypes allow (`DTYPES`). In a 16-bit leaf's
+formula a hyperparameter stands both as a float32 constant (b1 in the bias correction) and as
+its 16-bit rounding (b1·mu); each binds on its own and the exact match checks that they are
+the one value's roundings. A hyperparameter seen only as a 16-bit constant is read back as the
+shortest decimal that rounds to it in that dtype (lr=1e-3 of a bfloat16 leaf: 0.001).
 """
+import functools
+
 import numpy as np
 
 from ..ir.ops import OpKind as K
 from ..ir.rewrite import dce, rewrite
 from .pattern_index import key, variants
-from .patterns import Matcher, Reference, signature, variables
+from .patterns import Matcher, Reference, is_float, signature, variables
 
-MARKERS = {"nlr": 0.0123, "b1": 0.8765, "b2": 0.98765, "eps": 3.21e-7}
+# marker values distinct from each other and from 1 - b1, 1 - b2 in float16 and bfloat16 too
+MARKERS = {"nlr": 0.0173, "b1": 0.8765, "b2": 0.98765, "eps": 3.21e-7}
 WD_MARKER = {"wd": 0.0345}                      # adamw's weight_decay
+F32, BF16, F16 = (np.dtype(d) for d in ("float32", "bfloat16", "float16"))
+# (parameter dtype, mu dtype) of the templates: optax.adam's leaves, with mu_dtype or without
+DTYPES = ((F32, F32), (BF16, BF16), (F16, F16), (F32, BF16), (F32, F16), (BF16, F32),
+          (F16, F32))
 SCHEDULED = {k: v for k, v in MARKERS.items() if k != "nlr"}   # the step size is an operand
+
+
+def _mu_dtype(p, mu):
+    return None if mu.dtype == p.dtype else mu.dtype
 
 
 def _optax_adam_leaf(p, g, mu, nu, count, *, nlr, b1, b2, eps, wd=None):
     """One leaf of optax.adam(-nlr, b1, b2, eps) (optax.adamw(..., weight_decay=wd) when wd is
-    given) + apply_updates: (p', mu', nu', count')."""
+    given; mu_dtype: mu's dtype where it is not p's) + apply_updates: (p', mu', nu',
+    count')."""
     import jax
     import optax
-    opt = optax.adam(learning_rate=-nlr, b1=b1, b2=b2, eps=eps) if wd is None else \
-        optax.adamw(learning_rate=-nlr, b1=b1, b2=b2, eps=eps, weight_decay=wd)
+    hyper = {"b1": b1, "b2": b2, "eps": eps, "mu_dtype": _mu_dtype(p, mu)}
+    opt = optax.adam(learning_rate=-nlr, **hyper) if wd is None else \
+        optax.adamw(learning_rate=-nlr, weight_decay=wd, **hyper)
     state = jax.tree.unflatten(jax.tree.structure(opt.init(p)), [count, mu, nu])
     updates, state = opt.update(g, state, p)
     adam = state[0]
@@ -55,7 +77,7 @@ def _optax_adam_schedule_leaf(p, g, mu, nu, count, step, *, b1, b2, eps, wd=None
     formula is this one."""
     import jax
     import optax
-    parts = [optax.scale_by_adam(b1=b1, b2=b2, eps=eps)]
+    parts = [optax.scale_by_adam(b1=b1, b2=b2, eps=eps, mu_dtype=_mu_dtype(p, mu))]
     if wd is not None:
         parts.append(optax.add_decayed_weights(wd))
     opt = optax.chain(*parts, optax.scale_by_schedule(lambda _: step))
@@ -79,9 +101,6 @@ def _fill(bound):
     return bound if "count" in bound and "p" in bound else None
 
 
-# float32 leaves (mixed-precision training keeps float32 master weights). In a bfloat16 or
-# float16 leaf's formula b1 is both a float32 constant (its bias correction) and a rounded
-# 16-bit one, so one pattern variable cannot stand for it: such leaves stay primitives.
 _TRIGGER = {(K.Activation, "sqrt"), (K.Binary, "pow")}
 ADAMS = tuple(Reference(name, _optax_adam_leaf, ("p", "g", "mu", "nu", "count"),
                         _example(np.float32), fill=_fill, params=params, ranks=(1,),
@@ -100,8 +119,14 @@ ADAMS = tuple(Reference(name, _optax_adam_leaf, ("p", "g", "mu", "nu", "count"),
 
 
 def decimal(value):
-    """The shortest decimal that rounds to the float32 `value`, as a Python float."""
-    return float(str(np.float32(value)))
+    """The shortest decimal that rounds to `value` in its own float dtype (float32 if it has
+    none), as a Python float."""
+    value = np.asarray(value, value.dtype if hasattr(value, "dtype") else np.float32)
+    for digits in range(1, 18):
+        got = float(f"{float(value):.{digits}g}")
+        if np.asarray(got, value.dtype) == value:
+            return got
+    return float(value)
 
 
 class Leaf:
@@ -113,11 +138,14 @@ class Leaf:
 
     def key(self):
         step = self.bound["step"].id if "step" in self.bound else None
-        return (self.count_new.id, step, tuple(sorted(self.params.items())), self.p_new.dtype)
+        return (self.count_new.id, step, tuple(sorted(self.params.items())), self.p_new.dtype,
+                self.mu_new.dtype)
 
 
-def match_leaf(ref, u, template, loose):
-    """The Leaf of reference `ref` whose p' is the user value `u`, or None."""
+def match_leaf(ref, u, template, loose, users=None):
+    """The Leaf of reference `ref` whose p' is the user value `u`, or None; users: {value id:
+    the user nodes reading it}, where a result p' does not reach (mu' stored in its mu_dtype:
+    a Cast of what p' reads) is found."""
     env = loose.value(template.outputs[0], u, {})
     if env is None:
         return None
@@ -126,7 +154,8 @@ def match_leaf(ref, u, template, loose):
         return None
     params = {k: decimal(env[("var", k)].attrs["value"]) for k in ref.params}
     types = ref.types(bound)
-    if types is None or len({t for t in types[:4]}) != 1 or types[0][1].kind != "f":
+    if types is None or len({types[i] for i in (0, 1, 3)}) != 1 or \
+            types[2][0] != types[0][0] or not all(is_float(t[1]) for t in (types[0], types[2])):
         return None
     exact_graph = ref.graph(types, tuple(sorted(params.items())))
     if exact_graph is None:
@@ -135,27 +164,70 @@ def match_leaf(ref, u, template, loose):
     if env is None:
         return None
     bound = {n: env[("in", i)] for i, n in enumerate(ref.inputs) if ("in", i) in env}
-    outs = [env.get(o.id) for o in exact_graph.outputs]
+    outs = [env.get(o.id) or _reader(o, env, users or {}) for o in exact_graph.outputs]
     if len(bound) != len(ref.inputs):
         return None
     return Leaf(bound, params, outs) if all(o is not None for o in outs) else None
 
 
-def _templates(present):
-    """(reference, template, loose matcher) of the Adam references the graph can hold."""
-    out = []
-    for ref in ADAMS:
-        template = ref.template(1) if ref.trigger <= present else None
-        if template is not None:             # None: optax is not installed
-            out.append((ref, template, Matcher(False, variables(template, ref.params))))
+def _reader(o, env, users):
+    """The user value matching exact-pattern value `o` whose node reads only matched values,
+    among the readers of the first of them, or None."""
+    ins = [env.get(v.id) or env.get(("in", v.node.attrs.get("index"))) for v in o.node.inputs]
+    if not ins or any(v is None for v in ins):
+        return None
+    for n in users.get(ins[0].id, ()):
+        if len(n.outputs) > o.index and Matcher(True).value(o, n.outputs[o.index], dict(env)):
+            return n.outputs[o.index]
+    return None
+
+
+def readers(graph):
+    """{value id: the nodes of `graph` reading it}."""
+    out = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            out.setdefault(v.id, []).append(n)
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _template(ref, p_dtype, mu_dtype):
+    """(template, loose matcher) of `ref` at one (parameter dtype, mu dtype), or None."""
+    ex = ref.example(1)
+    dtypes = {"p": p_dtype, "g": p_dtype, "nu": p_dtype, "mu": mu_dtype}
+    template = ref.graph(tuple((tuple(ex[n][0]), dtypes.get(n, np.dtype(ex[n][1])))
+                               for n in ref.inputs), tuple(sorted(ref.params.items())))
+    if template is None:                     # optax is not installed
+        return None
+    return template, Matcher(False, variables(template, ref.params))
+
+
+def _templates(graph):
+    """(reference, template, loose matcher) of the Adam references the graph can hold, at the
+    (parameter, mu) dtype pairs among its values' dtypes."""
+    present = {(n.kind, n.attrs.get("fn")) for n in graph.nodes}
+    floats = {F32 if v.dtype == np.float64 else v.dtype       # float64: float32's templates
+              for n in graph.nodes for v in n.outputs}
+    out = []
+    for ref in ADAMS if ref_ok(present) else ():
+        for p_dtype, mu_dtype in DTYPES:
+            got = {p_dtype, mu_dtype} <= floats and _template(ref, p_dtype, mu_dtype)
+            if got:
+                out.append((ref,) + got)
+    return out
+
+
+def ref_ok(present):
+    """Whether a graph whose (kind, fn) pairs are `present` can hold an Adam step."""
+    return _TRIGGER <= present
 
 
 def find_groups(graph):
     """The groups of matched leaves (lists of Leaf, in graph order) among `graph`'s own nodes."""
-    refs = _templates({(n.kind, n.attrs.get("fn")) for n in graph.nodes})
+    refs = _templates(graph)
     keys = [key(template.outputs[0]) for _, template, _ in refs]
-    groups = {}
+    groups, users = {}, readers(graph) if refs else {}
     for n in graph.nodes if refs else ():
         if len(n.outputs) != 1:
             continue
@@ -164,7 +236,7 @@ def find_groups(graph):
             if signature(n.out) != signature(template.outputs[0]):
                 continue
             have = variants(n.out) if have is None else have
-            leaf = k in have and match_leaf(ref, n.out, template, loose)
+            leaf = k in have and match_leaf(ref, n.out, template, loose, users)
             if leaf:
                 groups.setdefault(leaf.key(), []).append(leaf)
                 break

@@ -30,7 +30,8 @@ def _adam_update(ctx, node, count, *leaves):
         u = (m / bc1.astype(m.dtype)) / (mx.sqrt(vhat) + eps)
         if a["weight_decay"]:
             u = u + a["weight_decay"] * p
-        new_p.append(p + ((-lr) * u if size is None else size.astype(p.dtype) * u))
-        new_mu.append(m)
+        new_p.append((p + ((-lr) * u if size is None else size.astype(u.dtype) * u))
+                     .astype(p.dtype))
+        new_mu.append(m.astype(mu.dtype))          # optax's mu_dtype: stored rounded
         new_nu.append(v)
     return (step, *new_p, *new_mu, *new_nu)

@@ -30,24 +30,32 @@ def _corrections(ctx, count, a):
                            for b in ("b1", "b2"))
 
 
-def _chain(ctx, a, p, g, mu, nu, bc1, bc2, size=None):
+def _chain(ctx, a, p, g, mu, nu, bc, size=None):
     """(p', mu', nu') of one leaf or one batch of leaves: optax's formulas, 14 ops (16 with
-    adamw's weight decay)."""
+    adamw's weight decay). Where mu is stored in another dtype than p (optax's mu_dtype) the
+    first moment and the update are computed in the wider of the two, as JAX promotes them,
+    with casts to and from it. bc: the bias corrections and the step size (float32 scalars,
+    cast once per dtype: `Scalars`)."""
     mb = ctx.mb
+    name = {v: mil_dtype_name(ctx.np_dtype(v)) for v in (p, mu)}
+    wide = "fp32" if "fp32" in name.values() else name[p]
 
-    def c(value):
-        return ctx.like(value, p)
-    m = mb.add(x=mb.mul(x=c(1 - a["b1"]), y=g), y=mb.mul(x=c(a["b1"]), y=mu))
-    v = mb.add(x=mb.mul(x=c(1 - a["b2"]), y=mb.mul(x=g, y=g)), y=mb.mul(x=c(a["b2"]), y=nu))
-    vhat = mb.real_div(x=v, y=bc2)
+    def to(var, dtype):
+        return var if mil_dtype_name(ctx.np_dtype(var)) == dtype else mb.cast(x=var, dtype=dtype)
+    m = mb.add(x=to(mb.mul(x=ctx.like(1 - a["b1"], g), y=g), wide),
+               y=to(mb.mul(x=ctx.like(a["b1"], mu), y=mu), wide))
+    v = mb.add(x=mb.mul(x=ctx.like(1 - a["b2"], p), y=mb.mul(x=g, y=g)),
+               y=mb.mul(x=ctx.like(a["b2"], p), y=nu))
+    vhat = mb.real_div(x=v, y=bc.get("bc2", name[p]))
     if a["eps_root"]:
-        vhat = mb.add(x=vhat, y=c(a["eps_root"]))
-    den = mb.add(x=mb.sqrt(x=vhat), y=c(a["eps"]))
-    u = mb.real_div(x=mb.real_div(x=m, y=bc1), y=den)
+        vhat = mb.add(x=vhat, y=ctx.like(a["eps_root"], p))
+    den = to(mb.add(x=mb.sqrt(x=vhat), y=ctx.like(a["eps"], p)), wide)
+    u = mb.real_div(x=mb.real_div(x=m, y=bc.get("bc1", wide)), y=den)
     if a["weight_decay"]:
-        u = mb.add(x=u, y=mb.mul(x=c(a["weight_decay"]), y=p))
-    scale = c(-a["lr"]) if size is None else size       # a schedule's step size, a scalar
-    return mb.add(x=p, y=mb.mul(x=scale, y=u)), m, v
+        u = mb.add(x=u, y=mb.mul(x=ctx.like(a["weight_decay"], u), y=to(p, wide)))
+    scale = ctx.like(-a["lr"], u) if size is None else bc.get("size", wide)   # a schedule
+    new_p = to(mb.add(x=to(p, wide), y=mb.mul(x=scale, y=u)), name[p])
+    return new_p, to(m, name[mu]), v
 
 
 def _flat(ctx, var, shape):
@@ -62,13 +70,27 @@ def _batched(ctx, a, leaves, shapes, bc, size):
     """Results (p', mu', nu') per leaf of the leaves updated in one batch."""
     mb = ctx.mb
     if len(shapes) == 1:
-        return [_chain(ctx, a, *leaves[0], *bc, size)]
+        return [_chain(ctx, a, *leaves[0], bc, size)]
     sizes = [int(np.prod(s)) for s in shapes]
     cat = [mb.concat(values=[_flat(ctx, leaf[i], s) for leaf, s in zip(leaves, shapes)], axis=0)
            for i in range(4)]
     outs = [mb.split(x=r, split_sizes=ctx.ints(sizes), axis=0)
-            for r in _chain(ctx, a, *cat, *bc, size)]
+            for r in _chain(ctx, a, *cat, bc, size)]
     return [tuple(_unflat(ctx, out[j], s) for out in outs) for j, s in enumerate(shapes)]
+
+
+class Scalars:
+    """Named float32 MIL scalars, each cast to a dtype once however many leaves ask for it."""
+
+    def __init__(self, ctx, **values):
+        self.ctx, self.values, self.made = ctx, values, {}
+
+    def get(self, name, dtype):
+        if (name, dtype) not in self.made:
+            v = self.values[name]
+            self.made[(name, dtype)] = v if dtype == "fp32" else \
+                self.ctx.mb.cast(x=v, dtype=dtype)
+        return self.made[(name, dtype)]
 
 
 @mil_rule(K.AdamUpdate)
@@ -76,10 +98,7 @@ def _adam_update(ctx, node, count, *operands):
     a = node.attrs
     _, size, ps, gs, mus, nus = adam_leaves((count,) + operands, a["lr"])
     step, bc1, bc2 = _corrections(ctx, count, a)
-    dtype = mil_dtype_name(ctx.np_dtype(ps[0]))       # the float32 corrections, in the leaves'
-    bc = tuple(b if dtype == "fp32" else ctx.mb.cast(x=b, dtype=dtype) for b in (bc1, bc2))
-    if size is not None and dtype != "fp32":
-        size = ctx.mb.cast(x=size, dtype=dtype)
+    bc = Scalars(ctx, bc1=bc1, bc2=bc2, size=size)
     first = 1 if size is None else 2                  # the leaves' p operands
     shapes = [v.shape for v in node.inputs[first:first + len(ps)]]
     leaves = list(zip(ps, gs, mus, nus))
@@ -91,5 +110,5 @@ def _adam_update(ctx, node, count, *operands):
             results[i] = r
     for i in range(len(ps)):
         if results[i] is None:
-            results[i] = _chain(ctx, a, *leaves[i], *bc, size)
+            results[i] = _chain(ctx, a, *leaves[i], bc, size)
     return (step,) + tuple(r[j] for j in range(3) for r in results)
