@@ -24,11 +24,15 @@ Conventions, checked against JAX on the CPU (LAPACK):
   the first n reflectors are a's own, so q's first n columns and r are a's factors and the
   other columns complete q to an orthogonal matrix (that completion is not unique).
 - Svd / Eigh / Eig: mx.linalg.svd (full U and V; for full_matrices=False of a non-square
-  real matrix the SVD of R in its QR, so that the long side's full basis is never made, cut
-  from the full one for a complex matrix, which mx.linalg.qr does not take; s only for
-  compute_uv=False), eigh (ascending, `lower` picks UPLO), eig / eigvals (right vectors).
-  Singular and eigen vectors are unique only up to sign (phase), so they are checked as JAX's
-  own tests check them: reconstruction, orthogonality, sorted eigenvalues.
+  real matrix whose long side is 11/6 of the short one or more, from the SVD of R in its QR
+  as gesdd computes it then, so that the long side's full basis is never made; cut from the
+  full one otherwise; s only for compute_uv=False), eigh (ascending, `lower` picks UPLO),
+  eig / eigvals (right vectors). MLX hands its row-major operand to LAPACK unchanged, so
+  LAPACK factorises the transpose; the rules pass the transpose (lapack_sees) so that gesdd
+  and geev see the matrix jaxlib gives them, and the singular vectors' signs and the
+  eigenvalues' order are gesdd's and geev's on it (to the rounding of MLX's LAPACK build).
+  MLX's geev call computes left eigenvectors only: the right ones are (U^H)^-1 normalised as
+  geev does, equal to JAX's except for the sign of a real matrix's complex-pair vectors.
 Variants MLX has no kernel for (pivoted QR, left eigenvectors, subset_by_index, a chosen
 `algorithm`, complex inputs where mx.linalg takes only real ones) are sent to the host by
 `host_reason` (lower.host_reasons).
@@ -167,16 +171,36 @@ def _qr(ctx, node, a):
     return tuple(mx.linalg.qr(a, stream=CPU))
 
 
+def lapack_sees(x):
+    """What to hand mx.linalg.svd / eig / eigvals so that LAPACK factorises `x` itself, as
+    jaxlib does: MLX passes its row-major operand to the column-major routine unchanged, so
+    LAPACK sees (and factorises) the transpose of what it is given."""
+    return mx.swapaxes(x, -1, -2)
+
+
+def gesdd(x):
+    """gesdd's SVD of x, x = u diag(s) vt: MLX's kernel factorises x^T when given x, and
+    x^T = vt^T s u^T, so its factors of lapack_sees(x) are read back transposed."""
+    vt_t, s, u_t = mx.linalg.svd(lapack_sees(x), stream=CPU)
+    return s, mx.swapaxes(u_t, -1, -2), mx.swapaxes(vt_t, -1, -2)
+
+
+def qr_first(m, n):
+    """Whether gesdd starts a thin real SVD with a QR (LQ) of the matrix: its long side at
+    least 11/6 of the short one (sgesdd's MNTHR), where the SVD is that of R (L)."""
+    return max(m, n) >= int(min(m, n) * 11 / 6)
+
+
 @mlx_rule(K.Svd)
 @sized
 def _svd(ctx, node, a):
     if not node.attrs["compute_uv"]:
-        return mx.linalg.svd(a, compute_uv=False, stream=CPU)
+        return mx.linalg.svd(lapack_sees(a), compute_uv=False, stream=CPU)
     m, n = a.shape[-2:]
     thin = not node.attrs["full_matrices"]
-    if thin and m != n and a.dtype != COMPLEX:       # mx.linalg.qr takes real matrices only
-        return _reduced_svd(a, m, n)
-    u, s, vt = mx.linalg.svd(a, stream=CPU)
+    if thin and m != n and a.dtype != COMPLEX and qr_first(m, n):
+        return _reduced_svd(a, m, n)              # mx.linalg.qr takes real matrices only
+    s, u, vt = gesdd(a)
     if thin:
         k = min(m, n)
         u, vt = u[..., :k], vt[..., :k, :]
@@ -184,15 +208,17 @@ def _svd(ctx, node, a):
 
 
 def _reduced_svd(a, m, n):
-    """The thin SVD of a non-square matrix without the full U (or V) of its long side, which
-    mx.linalg.svd always makes (m x m: 640 GB for a 400,000 x 2 matrix, a SIGSEGV inside MLX):
-    a tall a = QR, R = U' S V^T, so U = Q U'; a wide one is its transpose's."""
-    if m < n:
-        s, u, vt = _reduced_svd(mx.swapaxes(a, -1, -2), n, m)
-        return s, mx.swapaxes(vt, -1, -2), mx.swapaxes(u, -1, -2)
-    q, r = mx.linalg.qr(a, stream=CPU)
-    ur, s, vt = mx.linalg.svd(r, stream=CPU)
-    return s, q @ ur, vt
+    """The thin SVD of a non-square matrix as gesdd computes it when one side is long: the SVD
+    of R in a = QR (of L in a = LQ), U = Q U_R (V^T = V_L^T Q). Without the full U (or V) of
+    the long side, which mx.linalg.svd always makes (m x m: 640 GB for a 400,000 x 2 matrix, a
+    SIGSEGV inside MLX). A wide a's L and Q are the transposes of a^T's R and Q."""
+    if m >= n:
+        q, r = mx.linalg.qr(a, stream=CPU)
+        s, ur, vt = gesdd(r)
+        return s, q @ ur, vt
+    q, r = mx.linalg.qr(mx.swapaxes(a, -1, -2), stream=CPU)
+    s, u, vlt = gesdd(mx.swapaxes(r, -1, -2))
+    return s, u, vlt @ mx.swapaxes(q, -1, -2)
 
 
 @mlx_rule(K.Eigh)
@@ -205,10 +231,47 @@ def _eigh(ctx, node, a):
 @mlx_rule(K.Eig)
 @sized
 def _eig(ctx, node, a):
+    """geev of a itself, as jaxlib calls it: the same Hessenberg-Schur reduction, so the
+    eigenvalues come in its order. MLX's kernel asks geev for left eigenvectors only (of the
+    matrix LAPACK sees), so the right ones are those of the same Schur form, V = (U^H)^-1
+    (left and right eigenvectors of distinct eigenvalues are biorthogonal), with geev's
+    normalisation."""
     if not node.attrs["compute_right_eigenvectors"]:
-        return mx.linalg.eigvals(a, stream=CPU)
-    w, v = mx.linalg.eig(a, stream=CPU)
-    return w, v
+        return mx.linalg.eigvals(lapack_sees(a), stream=CPU)
+    w, g = mx.linalg.eig(lapack_sees(a), stream=CPU)
+    real = a.dtype != COMPLEX
+    # g's columns: geev's left eigenvectors u (u^H a = w u^H), conjugated by MLX for a real a
+    # and not for a complex one (so mx.linalg.eig of a complex matrix returns conj(V) itself).
+    uh = mx.swapaxes(g, -1, -2) if real else mx.conj(mx.swapaxes(g, -1, -2))
+    return w, geev_normalised(_inverse(uh), w, real)
+
+
+def _inverse(x):
+    """x^-1; a complex x through the real matrix [[re, -im], [im, re]] (mx.linalg.inv takes
+    real matrices only), whose inverse holds x^-1's parts the same way."""
+    if x.dtype != COMPLEX:
+        return mx.linalg.inv(x, stream=CPU)
+    n = x.shape[-1]
+    re, im = mx.real(x), mx.imag(x)
+    big = mx.concatenate([mx.concatenate([re, -im], axis=-1),
+                          mx.concatenate([im, re], axis=-1)], axis=-2)
+    inv = mx.linalg.inv(big, stream=CPU)
+    return inv[..., :n, :n] + 1j * inv[..., n:, :n]
+
+
+def geev_normalised(v, w, real):
+    """geev's normalisation of eigenvectors (the columns of v), which JAX documents: unit
+    2-norm, the largest-magnitude component real (the first of ties, as i?amax picks). cgeev
+    makes it positive, and so V is determined; sgeev leaves a real eigenvalue's (real) vector
+    as it is, whose sign (U^H)^-1 then has already, and for a complex pair rotates its own
+    vector's largest component onto the real axis keeping that component's sign (+ here: V
+    gives no way to know it)."""
+    v = v / mx.sqrt(mx.sum(mx.square(mx.abs(v)), axis=-2, keepdims=True))
+    big = mx.take_along_axis(v, mx.argmax(mx.abs(v), axis=-2, keepdims=True), axis=-2)
+    phase = mx.conj(big) / mx.abs(big)
+    if real:
+        phase = mx.where(mx.imag(w)[..., None, :] == 0, mx.array(1, COMPLEX), phase)
+    return v * phase
 
 
 # ---- FFTs and complex parts (ops.SPECTRAL) ----
