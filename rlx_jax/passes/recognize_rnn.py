@@ -10,17 +10,32 @@ generated pattern (passes/patterns.py): the template is the cell's own `__call__
 hand), matched at the body's new h (and new c), loosely (kinds and sub-operations) then
 exactly (re-traced at the bound shapes, every attribute and constant). The match must bind
 the carry to the Scan's carry, x to its one scanned input and every kernel and bias to a value
-the body takes from outside (a scan constant), and the body must return exactly (*new carry,
-new h). Then, e.g.
+the body takes from outside (a scan constant), and the body's first outputs must be (*new
+carry, new h). Then, e.g.
 
     Scan[length T, reverse False, num_carry 2](weights..., c0, h0, xs)
       -> Lstm(xs, c0, h0, w_ih, w_hh, b)   (outputs: hs, c_T, h_T)
 
 with the per-gate kernels concatenated in the kind's gate order (MIL's) and transposed, the
-biases concatenated likewise. A cell with another activation or gate function, a residual
-SimpleCell, a scan in reverse or of a symbolic length, a body with more outputs (the
-residuals a forward scan keeps for JAX's autodiff of it: the forward Scan inside `jax.grad`
-is one of these) is not the formula and stays a Scan.
+biases concatenated likewise.
+
+Under `jax.grad` the forward Scan also yields the residuals JAX's autodiff keeps for the
+backward Scan, and JAX's partial evaluation has moved the step's loop-invariant operations
+(the biases' reshapes, OptimizedLSTMCell's kernel concatenations) out of the body. The body is
+matched as if they were in it (passes/rnn_residuals.py: `unhoisted`), and the Scan becomes the
+kind followed by its residuals recomputed in parallel over time from hs (the carry before each
+step: hs shifted, and for an LSTM the cell states by a parallel prefix of their linear
+recurrence), the body's own operations vmapped; the backward Scan stays JAX's. So a training
+step's forward is the kind too, e.g.
+
+    Scan[num_carry 2](weights..., c0, h0, xs) -> (c_T, h_T, hs, residuals...)
+      -> Lstm(xs, c0, h0, ...) -> (hs, c_T, h_T);  residuals = vmap(body)(weights, c_{t-1},
+         h_{t-1}, x_t) over t
+
+A cell with another activation or gate function, a residual SimpleCell, a scan in reverse or
+of a symbolic length, a step reading another scanned input or carrying more than the cell's
+state, a body with residuals and a host or collective operation is not the formula and stays a
+Scan.
 """
 import functools
 
@@ -30,6 +45,7 @@ from ..ir.ops import OpKind as K
 from ..ir.reference_rnn import GATES, GRU_GATES
 from ..ir.rewrite import dce, rewrite
 from .patterns import Matcher, Reference
+from .rnn_residuals import recomputable, residuals, unhoisted
 
 
 def _flax_step(cell, carry_names, params_of):
@@ -149,7 +165,7 @@ def _roles(cell, n):
     if not isinstance(a["length"], (int, np.integer)):     # a symbolic length: left a Scan
         return None
     outs = body.outputs
-    if len(outs) != nk + 1 or outs[nk] is not outs[nk - 1]:
+    if outs[nk] is not outs[nk - 1] or (len(outs) > nk + 1 and not recomputable(n)):
         return None
     bound = _match_cell(cell, outs[:nk])
     if bound is None:
@@ -169,22 +185,27 @@ def _rows(b, parts, transpose):
     return b.transpose(out, (1, 0)) if transpose else out
 
 
-def _emit(b, kind, op):
-    """The kind's node on the bound operands `op`; the Scan's outputs (*final carry, hs)."""
+def _operands(b, kind, op):
+    """The kind's operands from the bound Scan operands `op` (ir/reference_rnn.py's order)."""
     x, h = op["x"], op["h"]
     if kind is K.Lstm:
-        hs, c, h = b.add(K.Lstm, (x, op["c"], h, _rows(b, [op["wi" + g] for g in GATES], True),
-                                  _rows(b, [op["wh" + g] for g in GATES], True),
-                                  _rows(b, [op["b" + g] for g in GATES], False)), {})
-        return c, h, hs
+        return (x, op["c"], h, _rows(b, [op["wi" + g] for g in GATES], True),
+                _rows(b, [op["wh" + g] for g in GATES], True),
+                _rows(b, [op["b" + g] for g in GATES], False))
     if kind is K.Gru:
-        hs, h = b.add(K.Gru, (x, h, _rows(b, [op["wi" + g] for g in GRU_GATES], True),
-                              _rows(b, [op["wh" + g] for g in GRU_GATES], True),
-                              _rows(b, [op["bi" + g] for g in GRU_GATES], False), op["bhn"]), {})
-        return h, hs
-    hs, h = b.add(K.Rnn, (x, h, _rows(b, [op["wi"]], True), _rows(b, [op["wh"]], True),
-                          op["bi"]), {})
-    return h, hs
+        return (x, h, _rows(b, [op["wi" + g] for g in GRU_GATES], True),
+                _rows(b, [op["wh" + g] for g in GRU_GATES], True),
+                _rows(b, [op["bi" + g] for g in GRU_GATES], False), op["bhn"])
+    return x, h, _rows(b, [op["wi"]], True), _rows(b, [op["wh"]], True), op["bi"]
+
+
+def _emit(b, kind, n, op):
+    """The kind's node on the bound operands `op`; the outputs of Scan `n`: (*final carry,
+    hs), then its residuals recomputed from hs (passes/rnn_residuals.py)."""
+    operands = _operands(b, kind, op)
+    outs = tuple(b.add(kind, operands, {}))
+    hs, carry = outs[0], outs[1:]
+    return carry + (hs,) + residuals(b, n, kind, operands, hs)
 
 
 def recognize_rnn(graph):
@@ -198,10 +219,12 @@ def recognize_rnn(graph):
     def replace(b, n, ins):
         if n.kind is not K.Scan:
             return None
+        view = unhoisted(n)
         for cell in cells:
-            roles = _roles(cell, n)
+            roles = _roles(cell, view)
             if roles is not None:
-                return _emit(b, cell.kind, {k: b.value_of(v) for k, v in roles.items()})
+                return _emit(b, cell.kind, n,
+                             {k: b.value_of(v) for k, v in roles.items()})
         return None
     new, count = rewrite(graph, replace, "recognising recurrent cells")
     return dce(new).verify() if count else graph
