@@ -9,8 +9,8 @@ so no conversion is timed), with the ratio recognised / off, for
     off: the Scan, unrolled into the compiled program while T x its body's size <= UNROLL_MAX,
     else a host loop over the compiled body, rules_control.py);
   - the training step, jax.value_and_grad of a cross-entropy loss with the weights as
-    arguments (the forward Scan keeps the residuals JAX's autodiff reads: not an Lstm, so both
-    programs are the same and the ratio shows the noise of the measurement).
+    arguments (recognised: the forward is the Lstm node, the residuals JAX's autodiff reads
+    recomputed in parallel over time, the backward JAX's Scan; off: both Scans).
 Where Core ML is available, the MIL ops of the inference program (one `lstm` recognised; a
 `while_loop` over the cell off).
 

@@ -60,7 +60,8 @@ def mlx_row(name, fn, args, runs, rounds, kinds=KINDS):
           f"{ir[False]:4d}   MLX primitives {prims[True]:4d} / {prims[False]:4d}   call "
           f"{on:8.3f} ms / {off:8.3f} ms   ratio {on / off:.2f}")
     got = [jax.tree.leaves(c(*margs)) for c in compiled.values()]
-    err = max(float(np.max(np.abs(np.asarray(x) - np.asarray(y)))) for x, y in zip(*got))
+    f32 = [[np.asarray(v.astype(mx.float32)) for v in out] for out in got]   # bf16 too
+    err = max(float(np.max(np.abs(x - y))) for x, y in zip(*f32))
     print(f"  {'':<15} max |recognised - off| over the outputs: {err:.1e}")
 
 

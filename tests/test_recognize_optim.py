@@ -10,7 +10,7 @@ import rlx_jax
 from rlx_jax.ir.ops import OpKind as K
 from rlx_jax.passes.recognize import recognize
 
-from .nn_cases import single_node_graph
+from .optax_cases import single_node_equals_reference
 
 optax = pytest.importorskip("optax")
 BACKENDS = [b for b in ("xla", "mlx", "coreml") if b in rlx_jax.available_backends()]
@@ -109,22 +109,13 @@ def test_adam_steps_equal_jax(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_single_node_matches_reference(backend):
     """AdamUpdate alone, native (mlx, coreml) or decomposed (xla), against its reference."""
-    from rlx_jax.backends.base import all_backends, kept_kinds
-    from rlx_jax.ir.reference import evaluate
-    from rlx_jax.passes.legalize import legalize
     r = np.random.RandomState(0)
     shapes = [(3, 4), (5,), ()]
     leaves = [r.uniform(-1, 1, s).astype(np.float32) for _ in range(3) for s in shapes] + \
         [r.uniform(0, 1, s).astype(np.float32) for s in shapes]
     args = [np.asarray(6, np.int32)] + leaves
     attrs = dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, weight_decay=0.0)
-    graph, node = single_node_graph(K.AdamUpdate, [(a.shape, a.dtype) for a in args], attrs)
-    be = all_backends()[backend]
-    legal = legalize(graph, kept_kinds(be), backend=backend)
-    assert (K.AdamUpdate in legal.kinds()) == (backend != "xla")
-    got, want = be.lower(legal, name="adam")(*args), evaluate(node, *args)
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=RTOL, atol=ATOL)
+    single_node_equals_reference(K.AdamUpdate, args, attrs, backend, rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.skipif("coreml" not in rlx_jax.available_backends(), reason="no coremltools")
@@ -259,18 +250,10 @@ def test_a_learning_rate_schedule_is_an_operand(name, backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_scheduled_single_node_matches_reference(backend):
     """AdamUpdate with its step size as an operand (lr None), native or decomposed."""
-    from rlx_jax.backends.base import all_backends, kept_kinds
-    from rlx_jax.ir.reference import evaluate
-    from rlx_jax.passes.legalize import legalize
     r = np.random.RandomState(1)
     shapes = [(3, 4), (5,)]
     leaves = [r.uniform(-1, 1, sh).astype(np.float32) for _ in range(3) for sh in shapes] + \
         [r.uniform(0, 1, sh).astype(np.float32) for sh in shapes]
     args = [np.asarray(3, np.int32), np.asarray(-0.02, np.float32)] + leaves
     attrs = dict(lr=None, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, weight_decay=0.01)
-    graph, node = single_node_graph(K.AdamUpdate, [(a.shape, a.dtype) for a in args], attrs)
-    be = all_backends()[backend]
-    legal = legalize(graph, kept_kinds(be), backend=backend)
-    got, want = be.lower(legal, name="adam")(*args), evaluate(node, *args)
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=RTOL, atol=ATOL)
+    single_node_equals_reference(K.AdamUpdate, args, attrs, backend, rtol=RTOL, atol=ATOL)

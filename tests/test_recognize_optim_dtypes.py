@@ -1,7 +1,6 @@
 """optax's Adam over 16-bit leaves and with `mu_dtype` recognised as AdamUpdate
 (passes/recognize_optim.py): one node, hyperparameters read back as written, numerics and
 result dtypes against jax.jit on every backend, over three steps, on the device."""
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -9,6 +8,8 @@ import pytest
 import rlx_jax
 from rlx_jax.ir.ops import OpKind as K
 from rlx_jax.passes.recognize import recognize
+
+from .optax_cases import step as _step, three_steps_equal_jax, tree as _tree
 
 optax = pytest.importorskip("optax")
 BACKENDS = [b for b in ("xla", "mlx", "coreml") if b in rlx_jax.available_backends()]
@@ -22,28 +23,6 @@ CASES = {   # name: (optimizer, parameter dtype)
     "mu_dtype_f16_schedule": (lambda: optax.adam(SCHEDULE, mu_dtype=np.float16), np.float32),
     "mu_dtype_f32_bf16": (lambda: optax.adam(1e-3, mu_dtype=np.float32), BF16),
 }
-
-
-def _tree(seed, dtype, scale=1.0):
-    r = np.random.default_rng(seed)
-    shapes = {"w": (3, 4), "b": (4,), "k": (2, 3, 2)}
-    return {k: jnp.asarray(r.normal(size=s) * scale, dtype) for k, s in shapes.items()}
-
-
-def _step(opt):
-    def step(p, s, g):
-        u, s = opt.update(g, s, p)
-        return optax.apply_updates(p, u), s
-    return step
-
-
-def _close(got, want, dtype):
-    # one rounding of a 16-bit result apart: XLA keeps some fused intermediates in float32
-    tol = 2 * float(jnp.finfo(dtype).eps)
-    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-        assert a.dtype == b.dtype
-        np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(b, np.float32),
-                                   rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -67,28 +46,8 @@ def test_16_bit_hyperparameters_are_read_back_as_written():
                           "weight_decay": 0.0}
 
 
-def _jit(step, backend, dtypes):
-    # Core ML has no bfloat16 tensors: compute them in float32 (the bfloat16 option)
-    wide = {"bfloat16": "float32"} if backend == "coreml" and np.dtype(BF16) in dtypes else {}
-    return rlx_jax.jit(step, backend=backend, **wide)
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_three_steps_equal_jax(name, backend):
     make, dtype = CASES[name]
-    opt = make()
-    step, p = _step(opt), _tree(0, dtype)
-    s = opt.init(p)
-    mu_dtype = jax.tree.leaves(s[0].mu)[0].dtype
-    fast = _jit(step, backend, {np.dtype(dtype), mu_dtype})
-    compiled = fast.lower(p, s, _tree(1, dtype, 0.1)).compile()
-    if backend != "xla":
-        assert compiled.lowered.op_counts()["AdamUpdate"] == 1
-        rlx_jax.testing.assert_ran_on_device(compiled)
-    want = got = (p, s)
-    for i in range(3):
-        g = _tree(10 + i, dtype, 0.1)
-        want, got = jax.jit(step)(*want, g), fast(*got, g)
-        narrow = min((np.dtype(dtype), mu_dtype), key=lambda d: jnp.finfo(d).bits)
-        _close(got, want, BF16 if narrow == np.dtype(BF16) else narrow)
+    three_steps_equal_jax(make(), dtype, backend, "AdamUpdate")

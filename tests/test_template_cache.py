@@ -15,7 +15,7 @@ from rlx_jax.ir.graph import Builder
 from rlx_jax.ir.ops import OpKind
 from rlx_jax.passes import template_cache
 from rlx_jax.passes.pattern_refs import R
-from rlx_jax.passes.recognize_optim import ADAMS
+from rlx_jax.passes.optim_refs import OPTIMIZERS
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_directory_follows_library_versions(monkeypatch):
 
 
 def test_every_reference_has_its_own_name():
-    names = [r.name for r in R.values()] + [r.name for r in ADAMS]
+    names = [r.name for r in R.values()] + [r.name for o in OPTIMIZERS for r in o.refs]
     assert len(names) == len(set(names))
 
 

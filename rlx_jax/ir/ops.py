@@ -140,6 +140,8 @@ class OpKind(enum.Enum):
     AdamUpdate = "AdamUpdate"
     # optax.sgd with momentum over a group of parameter leaves (ir/reference_sgd.py)
     SgdMomentumUpdate = "SgdMomentumUpdate"
+    # optax's Lion step over a group of parameter leaves (ir/reference_optim.py)
+    LionUpdate = "LionUpdate"
     # a JAX primitive with no RLX kind yet, kept as it is: it runs as JAX, on the host
     HostPrimitive = "HostPrimitive"
     # a symbolic dimension's value as data (jax's dim_as_value, e.g. jnp.mean's divisor over a
@@ -184,7 +186,7 @@ SPECTRAL = frozenset({OpKind.Fft, OpKind.Complex, OpKind.Real, OpKind.Imag, OpKi
 # Optimizer updates (rlx_jax extensions, not emitted by the frontend): recognised from optax's
 # update formulas (passes/recognize_optim.py), one node per group of leaves sharing a step count
 # and hyperparameters; semantics in ir/reference_optim.py.
-OPTIMIZER = frozenset({OpKind.AdamUpdate, OpKind.SgdMomentumUpdate})
+OPTIMIZER = frozenset({OpKind.AdamUpdate, OpKind.SgdMomentumUpdate, OpKind.LionUpdate})
 
 # The kinds the jaxpr frontend emits and the reference backend lowers (the primitive IR).
 PRIMITIVE = frozenset({

@@ -157,6 +157,7 @@ REACHED = {
     K.AxisIndex: ("axis_index", ""),
     K.Ppermute: ("ppermute", ""),
     K.AdamUpdate: ("", "optax's `adam` / `adamw` update, recognized (passes/recognize_optim.py)"),
+    K.LionUpdate: ("", "optax's `lion` update, recognized (passes/recognize_optim.py)"),
     K.SgdMomentumUpdate: ("", "optax's `sgd` update with momentum (nesterov too), recognized "
                               "(passes/recognize_sgd.py)"),
     K.DimSize: ("dim_as_value", "a symbolic dimension's size used as data (`jnp.mean` over a "

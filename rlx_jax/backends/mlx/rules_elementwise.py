@@ -45,7 +45,7 @@ def _f64(fn, fn64):
     return lambda x: fn64(x) if x.dtype == mx.float64 else fn(x)
 
 
-def _sign(x):
+def jax_sign(x):
     """NaN and zeros are their own sign (JAX: sign(-0.0) is -0.0; MLX gives +0.0)."""
     s = mx.sign(x)
     return mx.where(mx.isnan(x) | (x == 0), x, s) if is_float(x) else s
@@ -58,7 +58,7 @@ def _round_away(x):
 
 
 def _cbrt(x):
-    return _sign(x) * mx.power(mx.abs(x), scalar(1.0 / 3.0, x.dtype))
+    return jax_sign(x) * mx.power(mx.abs(x), scalar(1.0 / 3.0, x.dtype))
 
 
 def _not(x):
@@ -76,7 +76,7 @@ def _gelu_tanh(x):
 
 
 UNARY = {
-    "neg": mx.negative, "abs": mx.abs, "sign": _sign, "floor": mx.floor, "ceil": mx.ceil,
+    "neg": mx.negative, "abs": mx.abs, "sign": jax_sign, "floor": mx.floor, "ceil": mx.ceil,
     "is_finite": mx.isfinite, "not": _not, "square": mx.square,
     "population_count": population_count, "relu": lambda x: mx.maximum(x, scalar(0, x.dtype)),
     **{k: _upcast(f) for k, f in {

@@ -1,10 +1,11 @@
-"""MLX rule for the optimizer-update kinds (semantics: ir/reference_optim.py). One MLX
-expression per leaf, which mx.compile fuses into one kernel per leaf; the bias corrections are
-computed once per node."""
+"""MLX rules for the optimizer-update kinds AdamUpdate and LionUpdate (semantics:
+ir/reference_optim.py). One MLX expression per leaf, which mx.compile fuses into one kernel per
+leaf; Adam's bias corrections are computed once per node."""
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
 from ...ir.reference_optim import adam_leaves
+from .rules_elementwise import jax_sign
 from .table import highest, mlx_rule
 
 
@@ -35,3 +36,17 @@ def _adam_update(ctx, node, count, *leaves):
         new_mu.append(m.astype(mu.dtype))          # optax's mu_dtype: stored rounded
         new_nu.append(v)
     return (step, *new_p, *new_mu, *new_nu)
+
+
+@mlx_rule(K.LionUpdate)
+def _lion_update(ctx, node, *leaves):
+    a = node.attrs
+    b1, b2, lr, wd = a["b1"], a["b2"], a["lr"], a["weight_decay"]
+    _, size, ps, gs, mus = adam_leaves((None,) + leaves, lr, states=1)
+    new_p, new_mu = [], []
+    for p, g, mu in zip(ps, gs, mus):
+        u = jax_sign((1 - b1) * g + b1 * mu) + wd * p
+        new_p.append((p + ((-lr) * u if size is None else size.astype(u.dtype) * u))
+                     .astype(p.dtype))
+        new_mu.append(((1 - b2) * g + b2 * mu).astype(mu.dtype))
+    return (*new_p, *new_mu)

@@ -83,7 +83,7 @@ def _round(ctx, node, x):
     return mb.select(cond=tie, a=half, b=r)
 
 
-def _sign(ctx, x):
+def jax_sign(ctx, x):
     """sign keeping a zero's own sign (JAX: sign(-0.0) is -0.0) and NaN (MIL's sign gives -1, 0
     or 1 only): x itself unless |x| > 0."""
     mb = ctx.mb
@@ -111,7 +111,7 @@ def _asinh(ctx, x):
     inner = mb.add(x=small, y=mb.real_div(x=x2, y=mb.add(x=one, y=mb.sqrt(
         x=mb.add(x=x2, y=one)))))
     mag = mb.select(cond=big, a=_log_2x(ctx, ax), b=log1p(ctx, inner))
-    return mb.mul(x=_sign(ctx, x), y=mag)
+    return mb.mul(x=jax_sign(ctx, x), y=mag)
 
 
 def _acosh(ctx, x):
@@ -165,7 +165,7 @@ COMPOSED_UNARY = {
                                             a=ctx.like(0, x), b=x),
     "is_finite": lambda ctx, n, x: ctx.mb.less_equal(
         x=ctx.mb.abs(x=x), y=ctx.like(np.finfo(ctx.np_dtype(x)).max, x)),
-    "cbrt": lambda ctx, n, x: ctx.mb.mul(x=_sign(ctx, x), y=ctx.mb.pow(
+    "cbrt": lambda ctx, n, x: ctx.mb.mul(x=jax_sign(ctx, x), y=ctx.mb.pow(
         x=ctx.mb.abs(x=x), y=ctx.like(1.0 / 3.0, x))),
     "asinh": lambda ctx, n, x: _asinh(ctx, x),
     "acosh": lambda ctx, n, x: _acosh(ctx, x),
@@ -189,7 +189,7 @@ def _activation(ctx, node, x):
         refuse(node, f"MIL's {fn} takes floating-point operands only, not {dt.name}",
                "cast to float32 first, or use backend='xla'")
     if fn == "sign" and dt.kind == "f":
-        return _sign(ctx, x)
+        return jax_sign(ctx, x)
     if fn in DIRECT_UNARY:
         return getattr(ctx.mb, DIRECT_UNARY[fn])(x=x)
     if fn in COMPOSED_UNARY:

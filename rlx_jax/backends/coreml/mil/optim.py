@@ -1,4 +1,5 @@
-"""Native MIL for the optimizer-update kinds (semantics: ir/reference_optim.py).
+"""Native MIL for the optimizer-update kinds AdamUpdate and LionUpdate (semantics:
+ir/reference_optim.py).
 
 AdamUpdate updates its leaves in batches: the leaves of at most BATCH_ELEMENTS elements are
 flattened and concatenated (one 1-d vector per operand), updated by one chain of 14 elementwise
@@ -12,22 +13,47 @@ import numpy as np
 
 from ....ir.ops import OpKind as K
 from ....ir.reference_optim import adam_leaves
+from .elementwise import jax_sign
 from .legality import mil_dtype_name
 from .table import mil_rule
 
 BATCH_ELEMENTS = 1 << 16
 
 
+def _increment(ctx, count):
+    """count + 1, saturating at the int32 maximum (optax.safe_increment)."""
+    mb = ctx.mb
+    top = ctx.like(np.iinfo(np.int32).max, count)
+    return mb.select(cond=mb.less(x=count, y=top), a=mb.add(x=count, y=ctx.like(1, count)),
+                     b=top)
+
+
 def _corrections(ctx, count, a):
     """(count', 1 - b1^count', 1 - b2^count') as MIL scalars."""
     mb = ctx.mb
-    top = ctx.like(np.iinfo(np.int32).max, count)
-    step = mb.select(cond=mb.less(x=count, y=top), a=mb.add(x=count, y=ctx.like(1, count)),
-                     b=top)
+    step = _increment(ctx, count)
     steps = mb.cast(x=step, dtype="fp32")
     return (step,) + tuple(mb.sub(x=ctx.like(1.0, steps),
                                   y=mb.pow(x=ctx.like(a[b], steps), y=steps))
                            for b in ("b1", "b2"))
+
+
+def _dtypes(ctx, p, mu):
+    """({p: its MIL dtype, mu: its}, the wider of the two, in which JAX computes what mixes
+    them)."""
+    name = {v: mil_dtype_name(ctx.np_dtype(v)) for v in (p, mu)}
+    return name, "fp32" if "fp32" in name.values() else name[p]
+
+
+def _to(ctx, var, dtype):
+    return var if mil_dtype_name(ctx.np_dtype(var)) == dtype else ctx.mb.cast(x=var, dtype=dtype)
+
+
+def _mix(ctx, b, g, mu, wide):
+    """(1 - b)·g + b·mu (each product in its operand's dtype), in dtype `wide`."""
+    mb = ctx.mb
+    return mb.add(x=_to(ctx, mb.mul(x=ctx.like(1 - b, g), y=g), wide),
+                  y=_to(ctx, mb.mul(x=ctx.like(b, mu), y=mu), wide))
 
 
 def _chain(ctx, a, p, g, mu, nu, bc, size=None):
@@ -37,13 +63,11 @@ def _chain(ctx, a, p, g, mu, nu, bc, size=None):
     with casts to and from it. bc: the bias corrections and the step size (float32 scalars,
     cast once per dtype: `Scalars`)."""
     mb = ctx.mb
-    name = {v: mil_dtype_name(ctx.np_dtype(v)) for v in (p, mu)}
-    wide = "fp32" if "fp32" in name.values() else name[p]
+    name, wide = _dtypes(ctx, p, mu)
 
     def to(var, dtype):
-        return var if mil_dtype_name(ctx.np_dtype(var)) == dtype else mb.cast(x=var, dtype=dtype)
-    m = mb.add(x=to(mb.mul(x=ctx.like(1 - a["b1"], g), y=g), wide),
-               y=to(mb.mul(x=ctx.like(a["b1"], mu), y=mu), wide))
+        return _to(ctx, var, dtype)
+    m = _mix(ctx, a["b1"], g, mu, wide)
     v = mb.add(x=mb.mul(x=ctx.like(1 - a["b2"], p), y=mb.mul(x=g, y=g)),
                y=mb.mul(x=ctx.like(a["b2"], p), y=nu))
     vhat = mb.real_div(x=v, y=bc.get("bc2", name[p]))
@@ -112,3 +136,20 @@ def _adam_update(ctx, node, count, *operands):
         if results[i] is None:
             results[i] = _chain(ctx, a, *leaves[i], bc, size)
     return (step,) + tuple(r[j] for j in range(3) for r in results)
+
+
+@mil_rule(K.LionUpdate)
+def _lion_update(ctx, node, *operands):
+    """Per leaf: u = sign((1 - b1)·g + b1·mu) + wd·p, mu' = (1 - b2)·g + b2·mu, p' = p +
+    (-lr)·u, computed in the wider of p's and mu's dtypes (optax's mu_dtype): 11 ops."""
+    mb, a = ctx.mb, node.attrs
+    _, size, ps, gs, mus = adam_leaves((None,) + operands, a["lr"], states=1)
+    scalars, new_p, new_mu = Scalars(ctx, size=size), [], []
+    for p, g, mu in zip(ps, gs, mus):
+        name, wide = _dtypes(ctx, p, mu)
+        u = mb.add(x=jax_sign(ctx, _mix(ctx, a["b1"], g, mu, wide)),
+                   y=_to(ctx, mb.mul(x=ctx.like(a["weight_decay"], p), y=p), wide))
+        scale = ctx.like(-a["lr"], u) if size is None else scalars.get("size", wide)
+        new_p.append(_to(ctx, mb.add(x=_to(ctx, p, wide), y=mb.mul(x=scale, y=u)), name[p]))
+        new_mu.append(_to(ctx, _mix(ctx, a["b2"], g, mu, wide), name[mu]))
+    return (*new_p, *new_mu)
