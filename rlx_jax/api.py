@@ -193,7 +193,8 @@ class Jitted(Generic[P, R]):
         for name in names:
             fallback = "host" if len(names) > 1 else self.options.get("fallback", "host")
             placed = place(graph, get_backend(name), self.options.get("native_backward", True),
-                           fallback, self._backend_options())
+                           fallback, self._backend_options(),
+                           fold=self.options.get("fold_constants", True))
             if placed.device_only:
                 return placed
             if best is None or len(placed.host) < len(best.host):

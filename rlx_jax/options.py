@@ -5,7 +5,9 @@ Common options (every backend): `output` (what results are: "jax" arrays, the de
 default: formulas of jax.nn / flax / optax and their gradients become RLX's high-level and
 backward kinds, passes/recognize.py; False: the traced graph is legalized as it is), and
 `fallback` ("host", the default: what the backend cannot run runs on the host in reported
-segments; "error": refuse the program, naming every such op), and `axis_name` (a str: the
+segments; "error": refuse the program, naming every such op), `fold_constants` (True, the
+default: what reads no argument is evaluated once at compile time by JAX on the CPU,
+placement/fold.py; False: it runs on the device every call), and `axis_name` (a str: the
 named axis of JAX's collectives, bound to the processes of rlx_jax.distributed, see
 distributed.py). Each backend adds its own names
 (`Backend.options`) and may check their values (`Backend.check_options`, which raises
@@ -46,6 +48,7 @@ COMMON: dict[str, Callable[[Any], bool]] = {
     "native_backward": lambda v: isinstance(v, bool),
     "fallback": lambda v: v in FALLBACKS,
     "recognize": lambda v: isinstance(v, bool),
+    "fold_constants": lambda v: isinstance(v, bool),
     "donate_argnums": _ints,
     "donate_argnames": _names,
     "keep_unused": lambda v: isinstance(v, bool),
@@ -57,6 +60,7 @@ COMMON: dict[str, Callable[[Any], bool]] = {
 }
 COMMON_DOC = {"output": f"one of {list(OUTPUTS)}", "native_backward": "True or False",
               "fallback": f"one of {list(FALLBACKS)}", "recognize": "True or False",
+              "fold_constants": "True or False",
               "donate_argnums": "an int or a tuple of ints",
               "donate_argnames": "a str or a tuple of strs",
               "keep_unused": "True or False", "inline": "True or False",

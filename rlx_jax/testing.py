@@ -138,10 +138,13 @@ def recorded_programs() -> Iterator[list[stages.Compiled]]:
 
 
 def where_ran(compiled: stages.Compiled) -> str:
-    """A Compiled's placement in a line: the backend, its runtime, and the host ops (kind,
-    source line, reason), e.g. "mlx (mlx-compiled), every op on the device"."""
+    """A Compiled's placement in a line: the backend, its runtime, the ops folded at compile
+    time (placement/fold.py) and the host ops (kind, source line, reason), e.g. "mlx
+    (mlx-compiled), every op on the device"."""
     placement = compiled.lowered.placement()
     head = f"{placement.backend.name} ({compiled.runtime})"
+    if placement.folded:
+        head += f", {len(placement.folded)} op(s) reading no argument folded at compile time"
     ops = placement.host_ops()
     if not ops:
         return head + ", every op on the device"

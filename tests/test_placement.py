@@ -214,9 +214,9 @@ def test_bad_fallback_value_is_refused():
 
 
 def test_a_device_segment_knows_the_bounds_the_whole_program_proves():
-    """Given: a uint32 iota (bounds [0, 35]) read after a host op by `k * 1000`. Result: the
-    last Core ML segment takes k with those bounds (so k * 1000 is proven to fit int32 there
-    too) and the values equal JAX's."""
+    """Given: a uint32 iota (bounds [0, 35]) read after a host op by `k * 1000`, not folded
+    into a constant. Result: the last Core ML segment takes k with those bounds (so k * 1000 is
+    proven to fit int32 there too) and the values equal JAX's."""
     _needs("coreml")
 
     def f(x):
@@ -224,12 +224,12 @@ def test_a_device_segment_knows_the_bounds_the_whole_program_proves():
         b = (x.astype(jnp.int32) & 7) > 3                      # host
         return jnp.where(b, k * 1000, k)
     x = np.arange(8, dtype=np.float32) * 3
-    placed = rlx_jax.jit(f, backend="coreml").lower(x).placement()
+    jitted = rlx_jax.jit(f, backend="coreml", fold_constants=False)
+    placed = jitted.lower(x).placement()
     assert [s.placement for s in placed.segments] == ["device", "host", "device"]
     (k,) = [v for v in placed.segments[2].graph.inputs if v.dtype == np.uint32]
     assert k.node.attrs["bounds"] == (0, 35)
-    np.testing.assert_array_equal(np.asarray(rlx_jax.jit(f, backend="coreml")(x)),
-                                  np.asarray(f(x)))
+    np.testing.assert_array_equal(np.asarray(jitted(x)), np.asarray(f(x)))
 
 
 def test_compiled_runtime_says_host():

@@ -18,6 +18,7 @@ from ..ir.interpret import where
 from ..numpy_rules import with_own_numpy_rules
 from ..ir.ops import OpKind
 from ..passes.legalize import legalize, unclaimed
+from .fold import fold_constants
 from .partition import DEVICE, FREE, HOST, Segment, partition
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ class Placement:
     def __init__(self, graph: Graph, backend: "Backend", segments: list[Segment],
                  host: dict[int, str]) -> None:
         self.graph, self.backend, self.segments, self.host = graph, backend, segments, host
+        # the ops evaluated once at compile time by JAX on the CPU (placement/fold.py)
+        self.folded: list[Node] = []
 
     @property
     def device_only(self) -> bool:
@@ -58,6 +61,11 @@ class Placement:
                  f"{len(self.segments)} segment(s), "
                  f"{sum(len(s.nodes) for s in self.segments if s.placement == HOST)} host "
                  f"op(s), {_fmt_bytes(self.crossing_bytes())} crossing"]
+        if self.folded:
+            lines.append(f"folded at compile time (jax on the CPU): {len(self.folded)} op(s) "
+                         "reading no argument: " + ", ".join(
+                             f"{_op(n)}{where(n)}" for n in self.folded[:8]) +
+                         (f", and {len(self.folded) - 8} more" if len(self.folded) > 8 else ""))
         for s in self.segments:
             lines.append(f"segment {s.index}: {s.placement} ({self.runs_on(s)}), "
                          f"{len(s.nodes)} op(s)")
@@ -133,19 +141,26 @@ def host_nodes(graph: Graph, backend: "Backend", keep: Collection[Any],
 
 @with_own_numpy_rules
 def place(graph: Graph, backend: "Backend", native_backward: bool = True,
-          fallback: str = "host", options: dict[str, Any] | None = None) -> Placement:
+          fallback: str = "host", options: dict[str, Any] | None = None,
+          fold: bool = True) -> Placement:
     """Legalizes traced `graph` for `backend` (kept kinds native, the rest decomposed; with
-    fallback="host" what neither stays for the host), applies the backend's `prepare` (Core ML:
-    ranks rewritten to <= 5) and returns its Placement (`plan`); under JAX's default numpy
-    rules (numpy_rules.py), as everything rlx_jax builds."""
+    fallback="host" what neither stays for the host), folds what reads no argument (`fold`,
+    fold.py; never on the xla reference, where XLA folds), applies the backend's `prepare`
+    (Core ML: ranks rewritten to <= 5) and returns its Placement (`plan`); under JAX's default
+    numpy rules (numpy_rules.py), as everything rlx_jax builds."""
     from ..backends.base import kept_kinds
     keep = kept_kinds(backend, native_backward)
     # `prepare` may rewrite nodes legalization leaves unclaimed (Core ML's REWRITTEN_OPS:
     # complex values as float32 pairs); with fallback="error", `plan` refuses what is left
     legal = legalize(graph, keep, backend=backend.name,
                      fallback="host" if backend.REWRITTEN_OPS else fallback)
+    folded: list[Node] = []
+    if fold and backend.name != "xla":
+        legal, folded = fold_constants(legal)
     legal = backend.prepare(legal, **(options or {}))
-    return plan(legal, backend, keep, fallback, options)
+    placed = plan(legal, backend, keep, fallback, options)
+    placed.folded = folded
+    return placed
 
 
 def plan(graph: Graph, backend: "Backend", keep: Collection[Any], fallback: str = "host",
