@@ -14,6 +14,12 @@ so no conversion is timed), with the ratio recognised / off, for
 Where Core ML is available, the MIL ops of the inference program (one `lstm` recognised; a
 `while_loop` over the cell off).
 
+Measured on a 2-core Linux machine (MLX on the CPU, reference BLAS; batch 16, features 32,
+hidden 64), recognised / off: inference T 16 ratio 0.92, T 64 0.66; training step IR ops
+203 / 162 and 217 / 162, MIL ops 300 / 254 and 314 / 254, ratio 1.17 and 1.08 (the forward
+segment: Lstm 3.9 / 15.3 ms plus the recomputed residuals 3.8 / 15.6 ms, half of it the gates'
+matmuls again, against the Scan's 5.5 / 23.5 ms; the backward Scan the same host loop in both).
+
 Run: python benchmarks/bench_rnn.py [--quick] [--batch 16] [--hidden 64] [--lengths 16,64]
 """
 import argparse

@@ -2,8 +2,8 @@
 under jax.value_and_grad the forward Scan, which also yields the residuals JAX's autodiff keeps
 for the backward, becomes one Lstm / Gru / Rnn node with the residuals recomputed in parallel
 over time from its outputs; the backward stays JAX's transposed Scan. Values and gradients
-against jax.value_and_grad on every backend, the op counts, the parallel cell states against
-the kind's reference, and the near misses that stay a Scan."""
+against jax.value_and_grad on every backend, the op counts, the parallel prefix of the cell
+states and the split of the body at c, and the near misses that stay a Scan."""
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import rlx_jax
-from rlx_jax.ir.reference_rnn import lstm
 from rlx_jax.passes.recognize import recognize
-from rlx_jax.passes.rnn_residuals import lstm_states
+from rlx_jax.testing import assert_ran_on_device
+from rlx_jax.passes.rnn_residuals import prefix_linear, split
 
 from .test_recognize_rnn import (CELL_PARAMS, GRAD_CELLS, LABELS, XT, B, Classifier, H, I, X,
                                  init_params, random_biases)
@@ -141,7 +141,9 @@ def test_forms_under_grad_equal_jax(form):
     loss, args, kind, _ = GRAD_FORMS[form]
     step = jax.value_and_grad(loss)
     jf = rlx_jax.jit(step, backend="mlx")
-    assert jf.lower(*args).op_counts().get(kind) == 1
+    lowered = jf.lower(*args)
+    assert lowered.op_counts().get(kind) == 1
+    assert_ran_on_device(lowered.compile())             # mx.compile'd, no host segment
     _assert_equal(jf(*args), jax.jit(step)(*args))
 
 
@@ -180,17 +182,29 @@ def test_a_step_with_a_host_callback_stays_a_scan():
 
 
 @pytest.mark.parametrize("steps", [0, 1, 5, 17])
-def test_lstm_states_equal_the_recurrence(steps):
-    """The cell states before every step computed in parallel (passes/rnn_residuals.py:
-    gates from the shifted hs, c by a parallel prefix) equal the Lstm reference's recurrence
-    on random operands, an empty sequence included."""
+def test_the_parallel_prefix_equals_the_recurrence(steps):
+    """The cell states' linear recurrence y_t = a_t·y_{t-1} + u_t solved by the parallel
+    prefix (passes/rnn_residuals.py) equals the step-by-step loop on random coefficients, an
+    empty sequence included."""
     r = np.random.RandomState(8)
-    f = lambda *shape: (r.randn(*shape) * 0.5).astype(np.float32)     # noqa: E731
-    x, c0, h0 = f(steps, B, I), f(B, H), f(B, H)
-    w_ih, w_hh, b = f(4 * H, I), f(4 * H, H), f(4 * H)
-    hs, _, _ = lstm(x, c0, h0, w_ih, w_hh, b)
-    cs, hb = lstm_states(x, c0, h0, w_ih, w_hh, b, hs)
-    want_c = np.stack([c0] + [lstm(x[:t], c0, h0, w_ih, w_hh, b)[1] for t in range(1, steps)])
-    assert cs.shape == hb.shape == (steps, B, H)
-    np.testing.assert_array_equal(hb, np.concatenate([h0[None], hs])[:steps])
-    np.testing.assert_allclose(cs, want_c[:steps], rtol=1e-5, atol=1e-6)
+    a = r.uniform(0, 1, (steps, B, H)).astype(np.float32)
+    u = (r.randn(steps, B, H) * 0.5).astype(np.float32)
+    want, y = [], np.zeros((B, H), np.float32)
+    for t in range(steps):
+        y = a[t] * y + u[t]
+        want.append(y)
+    got = np.asarray(prefix_linear(jnp.asarray(a), jnp.asarray(u)))
+    assert got.shape == (steps, B, H)
+    np.testing.assert_allclose(got, np.reshape(want, (steps, B, H)), rtol=1e-5, atol=1e-6)
+
+
+def test_the_lstm_body_splits_at_the_cell_state():
+    """The forward body of LSTMCell under grad split at c (`split`): every matmul is in the
+    part independent of c, the rest (the cell state's update) is elementwise."""
+    graph = rlx_jax.trace(jax.value_and_grad(_lax_scan_loss), CELL_PARAMS, XT)
+    scan = next(n for n in graph.walk() if n.kind.name == "Scan" and not n.attrs["reverse"])
+    body, nc = scan.regions[0], scan.attrs["num_consts"]
+    known, rest = split(body, body.inputs[nc:nc + 1])
+    assert known.op_counts().get("DotGeneral") == 8, known.op_counts()
+    assert set(rest.op_counts()) <= {"Binary", "Activation"}, rest.op_counts()
+    assert len(rest.inputs) == len(known.outputs) + len(body.inputs)

@@ -19,7 +19,10 @@ carry before every step is known for all steps at once:
     c_{t-1}   LSTMCell only: c_t = σ(f_t)·c_{t-1} + σ(i_t)·tanh(g_t), whose coefficients are
               functions of h_{t-1} and x_t, so c is a linear recurrence in known coefficients,
               solved by a parallel prefix (`prefix_linear`: ⌈log2(T + 1)⌉ rounds of products
-              over the whole sequence; MIL's lstm op gives only the final cell state)
+              over the whole sequence; MIL's lstm op gives only the final cell state). The
+              body is split at c (`split`): its part independent of c (the gates, every
+              matmul) runs once over all steps, and the coefficients are the value and the
+              derivative of the new c at c = 0 in the rest (`lstm_residuals`)
 
 Then the residuals are the body's own operations vmapped over time (`jax.vmap` of the body's
 reference semantics, translated into the graph, per-step operands batched along axis 0): no
@@ -105,18 +108,58 @@ def prefix_linear(a, u):
     return u
 
 
-def _by_rows(a, w):
-    return lax.dot_general(a, w, (((a.ndim - 1,), (1,)), ((), ())))
+def subgraph(name, inputs, nodes, outputs):
+    """A graph of the values `inputs` computing `outputs` with copies of `nodes` (in order)."""
+    b = Builder(Graph(name))
+    env = {v.id: b.input(v.shape, v.dtype) for v in inputs}
+    for n in nodes:
+        for o, new in zip(n.outputs, copy_node(b, n, [env[u.id] for u in n.inputs])):
+            env[o.id] = new
+    b.graph.outputs = [env[v.id] for v in outputs]
+    return b.graph
 
 
-def lstm_states(x, c0, h0, w_ih, w_hh, b, hs):
-    """(c_{t-1}, h_{t-1}) for every step of the Lstm kind's operands (ir/reference_rnn.py)
-    given its hs: the gates of all steps at once from h_{t-1}, then c by `prefix_linear`."""
-    h = before(h0, hs)
-    i, f, _, g = jnp.split(_by_rows(x, w_ih) + _by_rows(h, w_hh) + b, 4, axis=-1)
-    a = jnp.concatenate([jnp.zeros_like(c0)[None], jax.nn.sigmoid(f)])
-    u = jnp.concatenate([c0[None], jax.nn.sigmoid(i) * jnp.tanh(g)])
-    return prefix_linear(a, u)[:-1], h
+def split(body, unknown):
+    """(known, rest) of the region `body`, split at its inputs `unknown` (partial evaluation):
+    `known`, of body's other inputs, computes the values independent of `unknown` that the
+    rest reads (the boundary); `rest`, of (the boundary..., body's inputs), computes body's
+    outputs with only the operations depending on `unknown` (constants copied)."""
+    dep = {v.id for v in unknown}
+    known, rest = [], []
+    for n in body.nodes:
+        if n.kind is K.Input:
+            continue
+        if any(u.id in dep for u in n.inputs):
+            dep.update(o.id for o in n.outputs)
+            rest.append(n)
+        else:
+            known.append(n)
+    reads = [u for n in rest for u in n.inputs] + list(body.outputs)
+    boundary = list({u.id: u for u in reads if u.id not in dep and u.node is not None
+                     and u.node.kind not in (K.Input, K.Constant)}.values())
+    consts = [n for n in known if n.kind is K.Constant]
+    args = [v for v in body.inputs if v.id not in {u.id for u in unknown}]
+    return (subgraph(body.name + ".known", args, known, boundary),
+            subgraph(body.name + ".rest", boundary + list(body.inputs), consts + rest,
+                     body.outputs))
+
+
+def lstm_residuals(consts, c0, h0, x, hs, *, known, rest, nk):
+    """The residuals of an LSTM cell's forward Scan whose body was split at c (`split`) into
+    `known` (of consts, h, x: the gates, every matmul) and `rest` (the cell state's update):
+    the gates of all steps at once from h_{t-1} (`before`), σ(f_t) and σ(i_t)·tanh(g_t) as the
+    derivative and the value of the new c at c_{t-1} = 0 (the update is linear in c), c_{t-1}
+    by `prefix_linear`, then `rest` at c_{t-1}: each matmul once."""
+    nc, h = len(consts), before(h0, hs)
+    bound = jax.vmap(region_function(known), in_axes=(None,) * nc + (0, 0))(*consts, h, x)
+    run = jax.vmap(region_function(rest), in_axes=(0,) * len(bound) + (None,) * nc + (0,) * 3)
+
+    def new_c(c):
+        return run(*bound, *consts, c, h, x)[0]
+    zero = jnp.zeros_like(h)
+    u, a = jax.jvp(new_c, (zero,), (jnp.ones_like(zero),))
+    c = prefix_linear(jnp.concatenate([zero[:1], a]), jnp.concatenate([c0[None], u]))[:-1]
+    return run(*bound, *consts, c, h, x)[nk + 1:]
 
 
 def recomputable(scan):
@@ -134,16 +177,17 @@ def residuals(b, scan, kind, operands, hs):
     nc, nk = a["num_consts"], a["num_carry"]
     if len(scan.outputs) == nk + 1:
         return ()
-    x = operands[0]
+    body, x = scan.regions[0], operands[0]
+    consts = [b.value_of(v) for v in scan.inputs[:nc]]
     if kind is K.Lstm:
-        states = tuple(inline(b, lstm_states, tuple(operands) + (hs,)))
-    else:
-        states = (inline(b, before, (operands[1], hs)),)
-    run = region_function(scan.regions[0])
+        known, rest = split(body, body.inputs[nc:nc + 1])
+        out = inline(b, lambda *v: lstm_residuals(v[:nc], *v[nc:], known=known, rest=rest,
+                                                  nk=nk), consts + list(operands[1:3]) + [x, hs])
+        return out if isinstance(out, tuple) else (out,)
+    run = region_function(body)
 
     def step(*args):
         return run(*args)[nk + 1:]
-    consts = [b.value_of(v) for v in scan.inputs[:nc]]
     batched = jax.vmap(step, in_axes=(None,) * nc + (0,) * (nk + 1))
-    out = inline(b, batched, consts + list(states) + [x])
+    out = inline(b, batched, consts + [inline(b, before, (operands[1], hs)), x])
     return out if isinstance(out, tuple) else (out,)
