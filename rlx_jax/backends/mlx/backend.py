@@ -62,6 +62,12 @@ class MlxBackend(Backend):
         from .runtime import mlx_to_np_dtype
         return mlx_to_np_dtype(dtype)
 
+    def prepare(self, graph, **options):
+        """The graph as MLX lowers it: a float32 Cast of a bfloat16 elementwise op is the op in
+        float32, as XLA computes it (passes/excess_precision.py)."""
+        from ...passes.excess_precision import widen_casts
+        return widen_casts(graph)
+
     def host_reasons(self, graph, known, **options):
         """{id(node): reason} of the top-level nodes MLX cannot run here (placement/plan.py)."""
         from .lower import host_reasons
