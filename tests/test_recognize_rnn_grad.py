@@ -2,8 +2,9 @@
 under jax.value_and_grad the forward Scan, which also yields the residuals JAX's autodiff keeps
 for the backward, becomes one Lstm / Gru / Rnn node with the residuals recomputed in parallel
 over time from its outputs; the backward stays JAX's transposed Scan. Values and gradients
-against jax.value_and_grad on every backend, the op counts, the parallel prefix of the cell
-states and the split of the body at c, and the near misses that stay a Scan."""
+against jax.value_and_grad on every backend, the op counts, the Lstm's residual outputs (its
+gates' pre-activations, its cell states: the body's residuals without a matmul), the parallel
+prefix of the cell states, and the near misses that stay a Scan."""
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -13,7 +14,8 @@ import pytest
 import rlx_jax
 from rlx_jax.passes.recognize import recognize
 from rlx_jax.testing import assert_ran_on_device
-from rlx_jax.passes.rnn_residuals import prefix_linear, split
+from rlx_jax.ir.reference_rnn import lstm, lstm_gates, prefix_linear
+from rlx_jax.passes.rnn_residuals import lstm_residual_graph
 
 from .test_recognize_rnn import (CELL_PARAMS, GRAD_CELLS, LABELS, XT, B, Classifier, H, I, X,
                                  init_params, random_biases)
@@ -198,13 +200,34 @@ def test_the_parallel_prefix_equals_the_recurrence(steps):
     np.testing.assert_allclose(got, np.reshape(want, (steps, B, H)), rtol=1e-5, atol=1e-6)
 
 
-def test_the_lstm_body_splits_at_the_cell_state():
-    """The forward body of LSTMCell under grad split at c (`split`): every matmul is in the
-    part independent of c, the rest (the cell state's update) is elementwise."""
-    graph = rlx_jax.trace(jax.value_and_grad(_lax_scan_loss), CELL_PARAMS, XT)
+@pytest.mark.parametrize("form", ["lax_scan", "optimized_lstm"])
+def test_the_lstm_residuals_take_the_gates_from_the_node(form):
+    """Under grad the Lstm yields its gates' pre-activations and cell states (attribute
+    residuals, 5 outputs); the body's residuals are computed from them without a matmul
+    (the four pre-activations are inputs of `lstm_residual_graph`, LSTMCell's per-gate
+    kernels and OptimizedLSTMCell's concatenated ones alike)."""
+    loss, args, _, _ = GRAD_FORMS[form]
+    graph = rlx_jax.trace(jax.value_and_grad(loss), *args)
     scan = next(n for n in graph.walk() if n.kind.name == "Scan" and not n.attrs["reverse"])
-    body, nc = scan.regions[0], scan.attrs["num_consts"]
-    known, rest = split(body, body.inputs[nc:nc + 1])
-    assert known.op_counts().get("DotGeneral") == 8, known.op_counts()
-    assert set(rest.op_counts()) <= {"Binary", "Activation"}, rest.op_counts()
-    assert len(rest.inputs) == len(known.outputs) + len(body.inputs)
+    nc, nk = scan.attrs["num_consts"], scan.attrs["num_carry"]
+    rest = lstm_residual_graph(scan.regions[0], nc, nk)
+    assert "DotGeneral" not in rest.op_counts(), rest.op_counts()
+    assert len(rest.inputs) == len(scan.regions[0].inputs) + 4
+    node = next(n for n in recognize(graph).walk() if n.kind.name == "Lstm")
+    assert node.attrs == {"residuals": True} and len(node.outputs) == 5
+    assert [v.shape for v in node.outputs[3:]] == [(XT.shape[0], B, 4 * H), (XT.shape[0], B, H)]
+
+
+@pytest.mark.parametrize("steps", [0, 1, 9])
+def test_the_lstm_gates_from_hs_equal_the_recurrence(steps):
+    """`lstm_gates` (every step's z and c from hs: one matmul, the parallel prefix; Core ML's
+    path after its lstm op) equals the residual outputs of the Lstm's recurrence."""
+    r = np.random.RandomState(3)
+    x = r.randn(steps, B, I).astype(np.float32)
+    c0, h0 = (r.randn(B, H).astype(np.float32) for _ in range(2))
+    w_ih, w_hh = (r.randn(4 * H, n).astype(np.float32) * 0.3 for n in (I, H))
+    b = r.randn(4 * H).astype(np.float32) * 0.3
+    hs, _, _, zs, cs = lstm(x, c0, h0, w_ih, w_hh, b, residuals=True)
+    for got, want in zip(lstm_gates(x, c0, h0, w_ih, w_hh, b, hs), (zs, cs)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -23,14 +23,15 @@ Under `jax.grad` the forward Scan also yields the residuals JAX's autodiff keeps
 backward Scan, and JAX's partial evaluation has moved the step's loop-invariant operations
 (the biases' reshapes, OptimizedLSTMCell's kernel concatenations) out of the body. The body is
 matched as if they were in it (passes/rnn_residuals.py: `unhoisted`), and the Scan becomes the
-kind followed by its residuals recomputed in parallel over time from hs (the carry before each
-step: hs shifted, and for an LSTM the cell states by a parallel prefix of their linear
-recurrence), the body's own operations vmapped; the backward Scan stays JAX's. So a training
-step's forward is the kind too, e.g.
+kind followed by its residuals recomputed in parallel over time from its outputs (the carry
+before each step: hs shifted, and for an LSTM the cell states, which the Lstm then yields with
+its gates' pre-activations), the body's own operations vmapped (an LSTM's gates taken from the
+node, no matmul again); the backward Scan stays JAX's. So a training step's forward is the
+kind too, e.g.
 
     Scan[num_carry 2](weights..., c0, h0, xs) -> (c_T, h_T, hs, residuals...)
-      -> Lstm(xs, c0, h0, ...) -> (hs, c_T, h_T);  residuals = vmap(body)(weights, c_{t-1},
-         h_{t-1}, x_t) over t
+      -> Lstm[residuals](xs, c0, h0, ...) -> (hs, c_T, h_T, zs, cs);
+         residuals = vmap(body with its gates' pre-activations z_t)(c_{t-1}, h_{t-1}, x_t)
 
 A cell with another activation or gate function, a residual SimpleCell, a scan in reverse or
 of a symbolic length, a step reading another scanned input or carrying more than the cell's
@@ -45,7 +46,7 @@ from ..ir.ops import OpKind as K
 from ..ir.reference_rnn import GATES, GRU_GATES
 from ..ir.rewrite import dce, rewrite
 from .patterns import Matcher, Reference
-from .rnn_residuals import recomputable, residuals, unhoisted
+from .rnn_residuals import recomputable, residuals, unhoisted, yields_gates
 
 
 def _flax_step(cell, carry_names, params_of):
@@ -203,9 +204,9 @@ def _emit(b, kind, n, op):
     """The kind's node on the bound operands `op`; the outputs of Scan `n`: (*final carry,
     hs), then its residuals recomputed from hs (passes/rnn_residuals.py)."""
     operands = _operands(b, kind, op)
-    outs = tuple(b.add(kind, operands, {}))
-    hs, carry = outs[0], outs[1:]
-    return carry + (hs,) + residuals(b, n, kind, operands, hs)
+    outs = tuple(b.add(kind, operands, {"residuals": True} if yields_gates(n, kind) else {}))
+    carry = outs[1:n.attrs["num_carry"] + 1]
+    return carry + outs[:1] + residuals(b, n, kind, operands, outs)
 
 
 def recognize_rnn(graph):

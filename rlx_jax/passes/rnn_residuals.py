@@ -16,13 +16,13 @@ carry before every step is known for all steps at once:
 
     h_{t-1}   (h0, h_1, ..., h_{T-1}): hs shifted by one step, h0 first (every cell's carry
               ends with h; GRUCell's and SimpleCell's is h alone)
-    c_{t-1}   LSTMCell only: c_t = σ(f_t)·c_{t-1} + σ(i_t)·tanh(g_t), whose coefficients are
-              functions of h_{t-1} and x_t, so c is a linear recurrence in known coefficients,
-              solved by a parallel prefix (`prefix_linear`: ⌈log2(T + 1)⌉ rounds of products
-              over the whole sequence; MIL's lstm op gives only the final cell state). The
-              body is split at c (`split`): its part independent of c (the gates, every
-              matmul) runs once over all steps, and the coefficients are the value and the
-              derivative of the new c at c = 0 in the rest (`lstm_residuals`)
+    c_{t-1}   LSTMCell only: the Lstm node yields every step's c_t and its gates'
+              pre-activations z_t (`yields_gates`: the kind's attribute residuals,
+              ir/reference_rnn.py); c_{t-1} is cs shifted, c0 first. The body's
+              pre-activations (the operands of σ(i), σ(f), σ(o), tanh(g), read off the
+              cell's update: `lstm_gates_in`) are not recomputed but taken as the slices of
+              z_t in the kind's gate order (i, f, o, g), so no matmul runs twice and what is
+              left of the body is elementwise (`lstm_residual_graph`)
 
 Then the residuals are the body's own operations vmapped over time (`jax.vmap` of the body's
 reference semantics, translated into the graph, per-step operands batched along axis 0): no
@@ -30,15 +30,16 @@ recurrence but the kind's, and the backward Scan reads them as it read the forwa
 A body holding host or collective operations (effects that recomputation would repeat) is
 not recomputed: its Scan stays.
 """
+import functools
+
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
 
 from ..ir.graph import Builder, Graph, Node
 from ..ir.ops import COLLECTIVES, HOST_ONLY, OpKind as K
 from ..ir.reference import REFERENCE, region_function
-from ..ir.rewrite import copy_node
+from ..ir.reference_rnn import GATES, before
+from ..ir.rewrite import copy_node, dce
 from .decompose.formulas import inline
 
 
@@ -90,24 +91,6 @@ def unhoisted(scan):
     return view
 
 
-def before(s0, seq):
-    """The state before each step: (s0, seq_0, ..., seq_{T-2}) along axis 0, [T, ...]."""
-    return jnp.concatenate([s0[None], seq])[:-1]
-
-
-def prefix_linear(a, u):
-    """y_t = a_t·y_{t-1} + u_t along axis 0 (y_{-1} = 0), by doubling: after the round of
-    offset d, entry t holds the composition of the steps t - 2d + 1 .. t."""
-    zero, one = np.zeros((), a.dtype), np.ones((), a.dtype)
-    d = 1
-    while d < a.shape[0]:
-        pad = [(d, 0, 0)] + [(0, 0, 0)] * (a.ndim - 1)
-        u = a * lax.pad(u[:-d], zero, pad) + u
-        a = a * lax.pad(a[:-d], one, pad)
-        d *= 2
-    return u
-
-
 def subgraph(name, inputs, nodes, outputs):
     """A graph of the values `inputs` computing `outputs` with copies of `nodes` (in order)."""
     b = Builder(Graph(name))
@@ -116,50 +99,79 @@ def subgraph(name, inputs, nodes, outputs):
         for o, new in zip(n.outputs, copy_node(b, n, [env[u.id] for u in n.inputs])):
             env[o.id] = new
     b.graph.outputs = [env[v.id] for v in outputs]
-    return b.graph
+    return dce(b.graph)
 
 
-def split(body, unknown):
-    """(known, rest) of the region `body`, split at its inputs `unknown` (partial evaluation):
-    `known`, of body's other inputs, computes the values independent of `unknown` that the
-    rest reads (the boundary); `rest`, of (the boundary..., body's inputs), computes body's
-    outputs with only the operations depending on `unknown` (constants copied)."""
-    dep = {v.id for v in unknown}
-    known, rest = [], []
-    for n in body.nodes:
-        if n.kind is K.Input:
-            continue
-        if any(u.id in dep for u in n.inputs):
-            dep.update(o.id for o in n.outputs)
-            rest.append(n)
+def _fn(v):
+    n = v.node
+    return None if n is None else (n.kind, n.attrs.get("fn"))
+
+
+def _product(v, known=None):
+    """The factors of v = a·b, the value `known` (if a factor) last; None if v is not one."""
+    if _fn(v) != (K.Binary, "mul"):
+        return None
+    a, b = v.node.inputs
+    return (b, a) if known is not None and a.id == known.id else (a, b)
+
+
+def lstm_gates_in(body, nc):
+    """The values of an LSTM cell's forward body (its carry (c, h) from input nc) that are the
+    gates' pre-activations, in the kind's gate order (GATES): read off the cell's update
+    c' = σ(f)·c + σ(i)·tanh(g), h' = σ(o)·tanh(c'), which the body is (recognised); None
+    where its outputs are not of that form."""
+    c, new_c, new_h = body.inputs[nc], body.outputs[0], body.outputs[1]
+    if _fn(new_c) != (K.Binary, "add"):
+        return None
+    gates = {}
+    for term in new_c.node.inputs:
+        got = _product(term, c)
+        if got is None:
+            return None
+        if got[1].id == c.id:
+            gates["f"] = got[0]
         else:
-            known.append(n)
-    reads = [u for n in rest for u in n.inputs] + list(body.outputs)
-    boundary = list({u.id: u for u in reads if u.id not in dep and u.node is not None
-                     and u.node.kind not in (K.Input, K.Constant)}.values())
-    consts = [n for n in known if n.kind is K.Constant]
-    args = [v for v in body.inputs if v.id not in {u.id for u in unknown}]
-    return (subgraph(body.name + ".known", args, known, boundary),
-            subgraph(body.name + ".rest", boundary + list(body.inputs), consts + rest,
-                     body.outputs))
+            for v in got:
+                gates["g" if _fn(v) == (K.Activation, "tanh") else "i"] = v
+    got = _product(new_h)
+    tanh_c = [v for v in got or () if _fn(v) == (K.Activation, "tanh")
+              and v.node.inputs[0].id == new_c.id]
+    if not tanh_c:
+        return None
+    gates["o"] = got[0] if got[1] is tanh_c[0] else got[1]     # got: not None
+    want = {g: "tanh" if g == "g" else "sigmoid" for g in GATES}
+    if set(gates) != set(GATES) or any(_fn(gates[g]) != (K.Activation, want[g]) for g in GATES):
+        return None
+    return [gates[g].node.inputs[0] for g in GATES]
 
 
-def lstm_residuals(consts, c0, h0, x, hs, *, known, rest, nk):
-    """The residuals of an LSTM cell's forward Scan whose body was split at c (`split`) into
-    `known` (of consts, h, x: the gates, every matmul) and `rest` (the cell state's update):
-    the gates of all steps at once from h_{t-1} (`before`), σ(f_t) and σ(i_t)·tanh(g_t) as the
-    derivative and the value of the new c at c_{t-1} = 0 (the update is linear in c), c_{t-1}
-    by `prefix_linear`, then `rest` at c_{t-1}: each matmul once."""
-    nc, h = len(consts), before(h0, hs)
-    bound = jax.vmap(region_function(known), in_axes=(None,) * nc + (0, 0))(*consts, h, x)
-    run = jax.vmap(region_function(rest), in_axes=(0,) * len(bound) + (None,) * nc + (0,) * 3)
+def lstm_residual_graph(body, nc, nk):
+    """A graph of (body's inputs..., the gates' pre-activations in GATES order) computing
+    body's residual outputs, the pre-activations not computed (so no matmul), or of body's
+    inputs alone where they are not found (`lstm_gates_in`)."""
+    pre = lstm_gates_in(body, nc) or []
+    skip = {v.id for v in pre}
+    nodes = [n for n in body.nodes if n.kind is not K.Input
+             and not any(o.id in skip for o in n.outputs)]
+    return subgraph(body.name + ".residuals", list(body.inputs) + pre, nodes,
+                    body.outputs[nk + 1:])
 
-    def new_c(c):
-        return run(*bound, *consts, c, h, x)[0]
-    zero = jnp.zeros_like(h)
-    u, a = jax.jvp(new_c, (zero,), (jnp.ones_like(zero),))
-    c = prefix_linear(jnp.concatenate([zero[:1], a]), jnp.concatenate([c0[None], u]))[:-1]
-    return run(*bound, *consts, c, h, x)[nk + 1:]
+
+def lstm_residuals(*operands, graph, nc):
+    """The residuals of an LSTM cell's forward Scan from the Lstm node's outputs (the Scan's
+    constants, then c0, h0, x, hs, zs, cs): `graph` (`lstm_residual_graph`) vmapped over time
+    at c_{t-1}, h_{t-1}, x_t and the slices of z_t."""
+    consts, (c0, h0, x, hs, zs, cs) = operands[:nc], operands[nc:]
+    pre = jnp.split(zs, len(GATES), axis=-1)[:len(graph.inputs) - nc - 3]
+    run = jax.vmap(region_function(graph), in_axes=(None,) * nc + (0,) * (3 + len(pre)))
+    return run(*consts, before(c0, cs), before(h0, hs), x, *pre)
+
+
+def yields_gates(scan, kind):
+    """Whether the `kind` node replacing `scan` is to yield its residual outputs (ir/
+    reference_rnn.py: an Lstm's zs and cs) for `residuals`."""
+    a = scan.attrs
+    return kind is K.Lstm and len(scan.outputs) > a["num_carry"] + 1 and a["length"] > 0
 
 
 def recomputable(scan):
@@ -169,25 +181,29 @@ def recomputable(scan):
                                       COLLECTIVES) for n in scan.regions[0].walk())
 
 
-def residuals(b, scan, kind, operands, hs):
+def residuals(b, scan, kind, operands, outs):
     """The outputs of `scan` after (*new carry, new h), recomputed in `b` (module docstring)
     from the `kind` node's `operands` (x, the initial carry, the weights: the kind's order)
-    and its hs; the Scan's constants as they are in `b`."""
+    and its outputs `outs` (hs first; an Lstm's zs and cs last, `yields_gates`); the Scan's
+    constants as they are in `b`."""
     a = scan.attrs
     nc, nk = a["num_consts"], a["num_carry"]
     if len(scan.outputs) == nk + 1:
         return ()
-    body, x = scan.regions[0], operands[0]
+    body, x, hs = scan.regions[0], operands[0], outs[0]
     consts = [b.value_of(v) for v in scan.inputs[:nc]]
-    if kind is K.Lstm:
-        known, rest = split(body, body.inputs[nc:nc + 1])
-        out = inline(b, lambda *v: lstm_residuals(v[:nc], *v[nc:], known=known, rest=rest,
-                                                  nk=nk), consts + list(operands[1:3]) + [x, hs])
-        return out if isinstance(out, tuple) else (out,)
-    run = region_function(body)
+    if a["length"] == 0:                                # nothing to compute: empty arrays
+        rest = scan.outputs[nk + 1:]
+        out = inline(b, lambda: tuple(jnp.zeros(v.shape, v.dtype) for v in rest), ())
+    elif kind is K.Lstm:
+        graph = lstm_residual_graph(body, nc, nk)
+        out = inline(b, functools.partial(lstm_residuals, graph=graph, nc=nc),
+                     consts + list(operands[1:3]) + [x, hs] + list(outs[3:5]))
+    else:
+        run = region_function(body)
 
-    def step(*args):
-        return run(*args)[nk + 1:]
-    batched = jax.vmap(step, in_axes=(None,) * nc + (0,) * (nk + 1))
-    out = inline(b, batched, consts + [inline(b, before, (operands[1], hs)), x])
+        def step(*args):
+            return run(*args)[nk + 1:]
+        batched = jax.vmap(step, in_axes=(None,) * nc + (0,) * (nk + 1))
+        out = inline(b, batched, consts + [inline(b, before, (operands[1], hs)), x])
     return out if isinstance(out, tuple) else (out,)

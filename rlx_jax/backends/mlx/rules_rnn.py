@@ -5,7 +5,8 @@ one matmul before it (x·w_ihᵀ + b, [T, B, G·H]); then a Python loop over the
 sequence length is static) emits, per step, one matmul h·w_hhᵀ (with the step's input
 projection added by the matmul, `addmm`, where the cell adds them), the split into the gates and
 the cell's elementwise update, which mx.compile traces once into one graph and fuses. The
-hidden states are stacked once at the end; an empty sequence returns the initial state."""
+hidden states are stacked once at the end (an Lstm's gate pre-activations and cell states too
+where it yields them, attribute residuals); an empty sequence returns the initial state."""
 import mlx.core as mx
 
 from ...ir.ops import OpKind as K
@@ -22,18 +23,30 @@ def _recurrence(x, w_ih, b, w_hh, state, step):
     for t in range(x.shape[0]):
         state = step(xz[t], w_hh_t, state)
         hs.append(state[-1])
-    h = state[-1]
-    return (mx.stack(hs, axis=0) if hs else mx.zeros((0,) + h.shape, h.dtype)), state
+    return _stacked(hs, state[-1].shape, state[-1].dtype), state
+
+
+def _stacked(steps, shape, dtype):
+    """The per-step arrays (each of `shape`) stacked along a new axis 0."""
+    return mx.stack(steps, axis=0) if steps else mx.zeros((0,) + tuple(shape), dtype)
 
 
 @mlx_rule(K.Lstm)
 def _lstm(ctx, node, x, c, h, w_ih, w_hh, b):
+    zs, cs = [], []
+
     def step(xz, w, state):
-        i, f, o, g = mx.split(mx.addmm(xz, state[-1], w), 4, axis=-1)
+        z = mx.addmm(xz, state[-1], w)
+        i, f, o, g = mx.split(z, 4, axis=-1)
         c = mx.sigmoid(f) * state[0] + mx.sigmoid(i) * mx.tanh(g)
+        zs.append(z)
+        cs.append(c)
         return c, mx.sigmoid(o) * mx.tanh(c)
-    hs, (c, h) = _recurrence(x, w_ih, b, w_hh, (c, h), step)
-    return hs, c, h
+    hs, (c_t, h_t) = _recurrence(x, w_ih, b, w_hh, (c, h), step)
+    if not node.attrs.get("residuals"):
+        return hs, c_t, h_t
+    zs_t = _stacked(zs, (c.shape[0], b.shape[0]), c.dtype)
+    return hs, c_t, h_t, zs_t, _stacked(cs, c.shape, c.dtype)
 
 
 @mlx_rule(K.Gru)

@@ -5,7 +5,10 @@ opset (coremltools' op spec), direction "forward", output_sequence True.
   [4H, H], bias [4H] in the gate order (input, forget, output, cell) - the kind's own layout,
   so the operands pass as they are -, recurrent_activation "sigmoid", cell_activation and
   activation "tanh"; its results (every step's h, the final h, the final c) are the kind's
-  (hs, c_T, h_T) reordered.
+  (hs, c_T, h_T) reordered. An Lstm yielding its residual outputs (attribute residuals: every
+  step's gate pre-activations and cell state, which the op does not give) computes them from
+  the op's hs without a loop (ir/reference_rnn.py's `lstm_gates`: one matmul, a parallel
+  prefix) - the constant-weights case; with weights as inputs the decomposition yields them.
 - Gru -> `gru`: weights in the gate order (reset, output, update), the kind's; MIL's output
   gate adds its bias outside the reset product (o = tanh(W_io x + r·W_ho h + b_o)) where flax
   adds the h-side one inside (r·(W_hn h + b_hn)), so the op is taken only where b_hn is zero.
@@ -25,20 +28,29 @@ from ....ir.graph import Builder, Graph
 from ....ir.interpret import interpret
 from ....ir.ops import OpKind as K
 from ....ir.rewrite import dce
+from ....ir.reference_rnn import lstm_gates
 from ....passes.decompose import DECOMPS
+from ....passes.decompose.formulas import inline
 from .table import MIL_RULES, mil_rule
 
 FORWARD = {"direction": "forward", "output_sequence": True}
 
 
+def _built(ctx, name, types, emit, operands):
+    """The MIL vars of a graph of inputs typed as the values `types`, whose outputs
+    `emit(builder, inputs)` gives, run on `operands` in the current block."""
+    b = Builder(Graph(name))
+    ins = [b.input(v.shape, v.dtype) for v in types]
+    b.graph.outputs = list(emit(b, ins))
+    return interpret(dce(b.graph), MIL_RULES, list(operands), ctx, backend="coreml")
+
+
 def _decomposed(ctx, node, operands):
     """The MIL vars of `node`'s decomposition run on `operands` in the current block."""
-    b = Builder(Graph(node.kind.name))
-    ins = [b.input(v.shape, v.dtype) for v in node.inputs]
-    b.add(node.kind, ins, dict(node.attrs))
-    outs = DECOMPS[node.kind](b, b.graph.nodes[-1], *ins)
-    b.graph.outputs = list(outs)
-    return interpret(dce(b.graph), MIL_RULES, list(operands), ctx, backend="coreml")
+    def emit(b, ins):
+        b.add(node.kind, ins, dict(node.attrs))
+        return DECOMPS[node.kind](b, b.graph.nodes[-1], *ins)
+    return _built(ctx, node.kind.name, node.inputs, emit, operands)
 
 
 def _fits(ctx, operands, states):
@@ -50,12 +62,17 @@ def _fits(ctx, operands, states):
 
 @mil_rule(K.Lstm)
 def _lstm(ctx, node, x, c, h, w_ih, w_hh, b):
-    if not _fits(ctx, (x, c, h, w_ih, w_hh, b), 2):
-        return tuple(_decomposed(ctx, node, (x, c, h, w_ih, w_hh, b)))
+    operands = (x, c, h, w_ih, w_hh, b)
+    if not _fits(ctx, operands, 2):
+        return tuple(_decomposed(ctx, node, operands))
     hs, h_t, c_t = ctx.mb.lstm(x=x, initial_h=h, initial_c=c, weight_ih=w_ih, weight_hh=w_hh,
                                bias=b, recurrent_activation="sigmoid", cell_activation="tanh",
                                activation="tanh", **FORWARD)
-    return hs, c_t, h_t
+    if not node.attrs.get("residuals"):
+        return hs, c_t, h_t
+    gates = _built(ctx, "lstm_gates", tuple(node.inputs) + tuple(node.outputs[:1]),
+                   lambda b, ins: inline(b, lstm_gates, ins), operands + (hs,))
+    return (hs, c_t, h_t) + tuple(gates)
 
 
 @mil_rule(K.Gru)
