@@ -9,10 +9,12 @@ matrix or a causal mask is the array JAX computes, not a rounding of the backend
 `lgamma`.
 
 A top-level node folds when every operand is a constant or a folded value, it has no regions
-(control flow stays as it is), it is not a collective, a host primitive or a symbolic size
-(`NOT_FOLDED`), and each of its results is a plain array (no PRNG key, no float0) of at most
-`FOLD_ELEMENTS` elements with a static shape: folding never turns a cheap broadcast into a
-large constant of the program. The folded values read by the rest of the program (or
+(control flow stays as it is) and no control-flow node reads its results (a loop's operands
+are left as the program computes them: folding those of `jax.random.gamma`'s rejection loop
+moved one of 21 Core ML samples one ulp from JAX's), it is not a collective, a host primitive
+or a symbolic size (`NOT_FOLDED`), and each of its results is a plain array (no PRNG key, no
+float0) of at most `FOLD_ELEMENTS` elements with a static shape: folding never turns a cheap
+broadcast into a large constant of the program. The folded values read by the rest of the program (or
 returned) are computed by one JAX program over the folded subgraph and replace their nodes as
 Constants; the folded nodes are listed in the Placement (`Placement.folded`), and
 `rlx_jax.jit(..., fold_constants=False)` keeps them on the device.
@@ -43,9 +45,11 @@ def _plain(v):
 def foldable(graph):
     """The top-level nodes of `graph` that fold (see the module docstring), in order."""
     const = {n.out.id for n in graph.nodes if n.kind is K.Constant}
+    looped = {v.id for n in graph.nodes if n.regions for v in n.inputs}
     out = []
     for n in graph.nodes:
-        if n.kind in NOT_FOLDED or n.regions or not n.outputs:
+        if n.kind in NOT_FOLDED or n.regions or not n.outputs or \
+                any(o.id in looped for o in n.outputs):
             continue
         if all(v.id in const for v in n.inputs) and all(_plain(o) for o in n.outputs):
             out.append(n)
