@@ -57,6 +57,9 @@ class Backend:
     # whether `lower` takes graphs with symbolic dimensions, giving one program for every size
     # (Core ML's flexible inputs); other backends get each size's instantiated graph
     symbolic_programs = False
+    # whether placement folds what reads no argument before lowering (placement/fold.py); the
+    # xla reference does not: XLA folds on its own
+    folds_constants = True
 
     def _claimed(self, claim):
         if not self.available():

@@ -145,6 +145,14 @@ class Graph:
             counts[n.kind.name] = counts.get(n.kind.name, 0) + 1
         return dict(sorted(counts.items()))
 
+    def readers(self):
+        """{value id: the nodes of this graph (not its regions) reading the value}."""
+        out = {}
+        for n in self.nodes:
+            for v in n.inputs:
+                out.setdefault(v.id, []).append(n)
+        return out
+
     def kinds(self):
         return {n.kind for n in self.walk()}
 

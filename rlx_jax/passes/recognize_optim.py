@@ -15,12 +15,12 @@ float; a value written with more digits than float32 keeps does not match, and i
 The exact match also finds the leaf's new state and count' in the user's graph (Lion's count
 enters no formula: its increment stays primitives, and the node neither takes nor yields it).
 Leaves with the same count', hyperparameters and dtypes form one group: a single node replaces
-all of their p', state' and the shared count', emitted where the first of them was (every operand of the
-group must exist there, as it does when the update follows the whole gradient). With a
-learning-rate schedule (`optax.adam(optax.warmup_cosine_decay_schedule(...))`, any schedule)
-optax computes the step size -schedule(count) once per update from the schedule's own count;
-that scalar, whatever computes it, becomes the node's operand (lr=None) and the schedule stays
-in primitives. Anything else (Adam's `eps_root` other than 0, a weight-decay mask, Lion's
+all of their p', state' and the shared count', emitted where the first of them was (every
+operand of the group must exist there, as it does when the update follows the whole
+gradient). With a learning-rate schedule (`optax.adam(warmup_cosine_decay_schedule(...))`,
+any schedule) optax computes the step size -schedule(count) once per update from the
+schedule's own count; that scalar, whatever computes it, becomes the node's operand (lr=None)
+and the schedule stays in primitives. Anything else (Adam's `eps_root` other than 0, a weight-decay mask, Lion's
 "smooth" or "refined" modes) is not the formula and stays in primitives.
 
 Leaves may be float32, bfloat16 or float16, and `mu_dtype` may store the first moment in
@@ -137,15 +137,6 @@ def _leaf_types(types):
         t == p for n, t in types.items() if n not in ("mu", "count", "step"))
 
 
-def readers(graph):
-    """{value id: the nodes of `graph` reading it}."""
-    out = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            out.setdefault(v.id, []).append(n)
-    return out
-
-
 @functools.lru_cache(maxsize=None)
 def _template(ref, p_dtype, mu_dtype):
     """(template, loose matcher) of `ref` at one (parameter dtype, mu dtype), or None."""
@@ -178,7 +169,7 @@ def find_groups(graph):
     """The groups of matched leaves (lists of Leaf, in graph order) among `graph`'s own nodes."""
     refs = _templates(graph)
     keys = [key(template.outputs[0]) for _, _, template, _ in refs]
-    groups, users = {}, readers(graph) if refs else {}
+    groups, users = {}, graph.readers() if refs else {}
     for n in graph.nodes if refs else ():
         if len(n.outputs) != 1:
             continue

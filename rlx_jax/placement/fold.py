@@ -14,9 +14,9 @@ are left as the program computes them: folding those of `jax.random.gamma`'s rej
 moved one of 21 Core ML samples one ulp from JAX's), it is not a collective, a host primitive
 or a symbolic size (`NOT_FOLDED`), and each of its results is a plain array (no PRNG key, no
 float0) of at most `FOLD_ELEMENTS` elements with a static shape: folding never turns a cheap
-broadcast into a large constant of the program. The folded values read by the rest of the program (or
-returned) are computed by one JAX program over the folded subgraph and replace their nodes as
-Constants; the folded nodes are listed in the Placement (`Placement.folded`), and
+broadcast into a large constant of the program. The folded values read by the rest of the
+program (or returned) are computed by one JAX program over the folded subgraph and replace
+their nodes as Constants; the folded nodes are listed in the Placement (`Placement.folded`), and
 `rlx_jax.jit(..., fold_constants=False)` keeps them on the device.
 """
 import jax

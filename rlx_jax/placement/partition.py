@@ -74,17 +74,9 @@ def _layers(graph, host):
     return seg
 
 
-def _consumers(graph):
-    users = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            users.setdefault(v.id, []).append(n)
-    return users
-
-
 def _sink(graph, host, seg):
     """Moves device nodes later where that lowers the bytes crossing boundaries."""
-    users = _consumers(graph)
+    users = graph.readers()
     outputs = {v.id for v in graph.outputs}
 
     def readers(v):

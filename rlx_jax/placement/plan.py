@@ -145,7 +145,8 @@ def place(graph: Graph, backend: "Backend", native_backward: bool = True,
           fold: bool = True) -> Placement:
     """Legalizes traced `graph` for `backend` (kept kinds native, the rest decomposed; with
     fallback="host" what neither stays for the host), folds what reads no argument (`fold`,
-    fold.py; never on the xla reference, where XLA folds), applies the backend's `prepare`
+    fold.py, where `backend.folds_constants`: not on the xla reference, where XLA folds),
+    applies the backend's `prepare`
     (Core ML: ranks rewritten to <= 5) and returns its Placement (`plan`); under JAX's default
     numpy rules (numpy_rules.py), as everything rlx_jax builds."""
     from ..backends.base import kept_kinds
@@ -155,7 +156,7 @@ def place(graph: Graph, backend: "Backend", native_backward: bool = True,
     legal = legalize(graph, keep, backend=backend.name,
                      fallback="host" if backend.REWRITTEN_OPS else fallback)
     folded: list[Node] = []
-    if fold and backend.name != "xla":
+    if fold and backend.folds_constants:
         legal, folded = fold_constants(legal)
     legal = backend.prepare(legal, **(options or {}))
     placed = plan(legal, backend, keep, fallback, options)

@@ -56,6 +56,7 @@ def _taking_any_array(call):
 
 class XlaBackend(Backend):
     name = "xla"
+    folds_constants = False            # XLA folds constants itself
     # the reference claims every primitive kind and nothing else (its rules are JAX itself)
     SUPPORTED_OPS = PRIMITIVE | CONTROL | HOST_ONLY
     NATIVE_BACKWARD_OPS = BACKWARD_OPS = frozenset()

@@ -52,10 +52,7 @@ def boundary_bf16(graph):
     input read only by Casts (to a Core ML dtype) and a graph output made by a Cast and read by
     nothing else. The host converts them (exactly in; rounded to nearest even out, as the Cast
     rounds), so the Casts on the device have nothing left to do."""
-    users = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            users.setdefault(v.id, []).append(n)
+    users = graph.readers()
     outs = {v.id for v in graph.outputs}
     ins = {v.id for v in graph.inputs if v.dtype == BF16 and users.get(v.id) and all(
         u.kind is OpKind.Cast and mil_np_dtype(u.attrs["dtype"]) in MIL_DTYPES and

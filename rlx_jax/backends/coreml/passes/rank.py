@@ -123,10 +123,7 @@ def _split_reduce(b, y, reshape, reduce):
 def _pairs(graph):
     """{middle value id: its producer} for high-rank middles whose every use is a Reshape
     (after an Expand) or a Reduce (after a Reshape), and that are no graph outputs."""
-    uses = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            uses.setdefault(v.id, []).append(n)
+    uses = graph.readers()
     outs = {v.id for v in graph.outputs}
     pairs = {}
     for n in graph.nodes:
